@@ -1,0 +1,613 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
+)
+
+// connBase is what every virtual connection implements, whatever its parent.
+type connBase interface {
+	driver.Conn
+	// Unwrap returns the real connection, opening it if needed, so that
+	// (*sql.Conn).Raw users reach the parent driver's connection (for pgx,
+	// *stdlib.Conn). Anything done on it may change session state, so from
+	// then on the connection bypasses sharing. It returns nil if the real
+	// connection cannot be opened.
+	Unwrap() driver.Conn
+}
+
+// conn is the virtual connection database/sql holds. It opens its real
+// connection only when work must reach the database and keeps it for its own
+// life. database/sql never uses a connection concurrently; the only other
+// goroutine that touches conn is a detached origin query led from it, which
+// holds the real connection while c.busy is set.
+type conn struct {
+	s    *Shield
+	sc   *scope
+	open func(context.Context) (driver.Conn, error)
+
+	mu     sync.Mutex
+	real   driver.Conn
+	busy   chan struct{} // non-nil while an origin query uses real; closed when released
+	closed bool
+
+	openRows atomic.Int32 // pass-through rows still reading from real
+	stmts    int          // prepared statements bound to real
+
+	// Owned by database/sql's goroutine.
+	tx       *tx      // a transaction begun with BeginTx
+	sqlTx    bool     // a transaction begun by BEGIN sent as SQL
+	txWrites writeSet // tables written in the current transaction
+	tainted  bool     // session state changed: bypass until DISCARD ALL
+}
+
+var (
+	_ connBase                  = (*conn)(nil)
+	_ driver.Pinger             = (*conn)(nil)
+	_ driver.ExecerContext      = (*conn)(nil)
+	_ driver.QueryerContext     = (*conn)(nil)
+	_ driver.ConnPrepareContext = (*conn)(nil)
+	_ driver.ConnBeginTx        = (*conn)(nil)
+	_ driver.SessionResetter    = (*conn)(nil)
+	_ driver.Validator          = (*conn)(nil)
+	_ driver.NamedValueChecker  = (*conn)(nil)
+)
+
+func newConn(s *Shield, sc *scope, open func(context.Context) (driver.Conn, error), real driver.Conn) driver.Conn {
+	c := &conn{s: s, sc: sc, open: open, real: real}
+	return mirrorConn(c, sc.mask)
+}
+
+// use returns the real connection for work done on the caller's goroutine,
+// waiting (on ctx) for a detached origin query to release it and opening it
+// if needed.
+func (c *conn) use(ctx context.Context) (driver.Conn, error) {
+	c.mu.Lock()
+	for c.busy != nil {
+		ch := c.busy
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	if rc := c.real; rc != nil {
+		c.mu.Unlock()
+		return rc, nil
+	}
+	c.mu.Unlock()
+	rc, err := c.openReal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.real = rc
+	c.mu.Unlock()
+	return rc, nil
+}
+
+func (c *conn) openReal(ctx context.Context) (driver.Conn, error) {
+	rc, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.s.stats.realOpened.Add(1)
+	c.s.stats.realConns.Add(1)
+	return rc, nil
+}
+
+func (c *conn) closeReal(rc driver.Conn) error {
+	c.s.stats.realConns.Add(-1)
+	return rc.Close()
+}
+
+// lendToOrigin marks the real connection busy for an origin query led from
+// this connection. It waits (on ctx) for a previous origin to finish.
+func (c *conn) lendToOrigin(ctx context.Context) error {
+	c.mu.Lock()
+	for c.busy != nil {
+		ch := c.busy
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	c.busy = make(chan struct{})
+	c.mu.Unlock()
+	return nil
+}
+
+// originConn returns the real connection for the origin query, opening it
+// on the origin's context if needed. Only the origin goroutine calls it,
+// between lendToOrigin and giveBack.
+func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
+	c.mu.Lock()
+	rc := c.real
+	c.mu.Unlock()
+	if rc != nil {
+		return rc, nil
+	}
+	rc, err := c.openReal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.real = rc
+	c.mu.Unlock()
+	return rc, nil
+}
+
+// giveBack ends an origin's use of the real connection. A broken one is
+// closed and forgotten (the next use opens another: the session was clean,
+// so nothing is lost); if the virtual connection was closed meanwhile, the
+// real one is closed now.
+func (c *conn) giveBack(broken bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.real != nil && (broken || c.closed) {
+		_ = c.closeReal(c.real)
+		c.real = nil
+	}
+	close(c.busy)
+	c.busy = nil
+}
+
+// Close closes the real connection, or leaves that to the origin query
+// still using it.
+func (c *conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.busy != nil || c.real == nil {
+		return nil
+	}
+	rc := c.real
+	c.real = nil
+	return c.closeReal(rc)
+}
+
+func (c *conn) Unwrap() driver.Conn {
+	rc, err := c.use(context.Background())
+	if err != nil {
+		return nil
+	}
+	c.tainted = true
+	return rc
+}
+
+func (c *conn) inTx() bool { return c.tx != nil || c.sqlTx }
+
+func (c *conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+// PrepareContext prepares query on the real connection (opening it). Outside
+// a transaction the statement's queries share like plain queries.
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	rc, err := c.use(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ps driver.Stmt
+	if pc, ok := rc.(driver.ConnPrepareContext); ok {
+		ps, err = pc.PrepareContext(ctx, query)
+	} else {
+		ps, err = rc.Prepare(query)
+		if err == nil && ctx.Err() != nil {
+			_ = ps.Close()
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newStmt(c, ps, query), nil
+}
+
+func (c *conn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// BeginTx begins a transaction on the real connection. Until it ends every
+// statement on this connection goes straight to the database; its writes
+// bump table epochs when it commits.
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	rc, err := c.use(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ptx driver.Tx
+	if bt, ok := rc.(driver.ConnBeginTx); ok {
+		ptx, err = bt.BeginTx(ctx, opts)
+	} else {
+		// What database/sql does for a driver without ConnBeginTx.
+		switch {
+		case opts.Isolation != driver.IsolationLevel(0):
+			return nil, errors.New("sql: driver does not support non-default isolation level")
+		case opts.ReadOnly:
+			return nil, errors.New("sql: driver does not support read-only transactions")
+		}
+		ptx, err = rc.Begin() //nolint:staticcheck // the parent has nothing else
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.tx = &tx{c: c, parent: ptx}
+	return c.tx, nil
+}
+
+func (c *conn) Ping(ctx context.Context) error {
+	rc, err := c.use(ctx)
+	if err != nil {
+		return err
+	}
+	if p, ok := rc.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+// ResetSession forwards to the real connection when there is one and no
+// origin query is using it. A clean session whose real connection broke just
+// forgets it: the next use opens another.
+func (c *conn) ResetSession(ctx context.Context) error {
+	c.mu.Lock()
+	rc, busy := c.real, c.busy != nil
+	c.mu.Unlock()
+	if rc == nil || busy {
+		return nil
+	}
+	r, ok := rc.(driver.SessionResetter)
+	if !ok {
+		return nil
+	}
+	err := r.ResetSession(ctx)
+	if errors.Is(err, driver.ErrBadConn) && c.swappable() {
+		c.mu.Lock()
+		c.real = nil
+		c.mu.Unlock()
+		_ = c.closeReal(rc)
+		return nil
+	}
+	return err
+}
+
+// swappable reports whether the real connection can be replaced unseen: no
+// session state, no transaction, no statement or rows bound to it.
+func (c *conn) swappable() bool {
+	return !c.tainted && !c.inTx() && c.stmts == 0 && c.openRows.Load() == 0
+}
+
+func (c *conn) IsValid() bool {
+	c.mu.Lock()
+	rc, busy := c.real, c.busy != nil
+	c.mu.Unlock()
+	if rc == nil || busy {
+		return true
+	}
+	v, ok := rc.(driver.Validator)
+	if !ok || v.IsValid() {
+		return true
+	}
+	if c.swappable() {
+		c.mu.Lock()
+		c.real = nil
+		c.mu.Unlock()
+		_ = c.closeReal(rc)
+		return true
+	}
+	return false
+}
+
+// CheckNamedValue forwards to the parent's checker (mirrored only when the
+// parent has one). Without a real connection it asks the scope's prototype
+// connection: drivers' checkers depend on configuration, not on the session.
+func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
+	c.mu.Lock()
+	rc := c.real
+	c.mu.Unlock()
+	if rc == nil {
+		rc = c.sc.proto
+	}
+	if chk, ok := rc.(driver.NamedValueChecker); ok {
+		return chk.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+// ExecContext runs query on the real connection and records what it did:
+// transaction state, session state, and (once it has run) the tables it
+// wrote, whose epochs are bumped so no caller joins an older flight.
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.s.stats.queries.Add(1)
+	r := sqlscan.Scan(query)
+	if _, err := c.s.annotationOf(r); err != nil {
+		return nil, err
+	}
+	rc, err := c.use(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := execOn(ctx, rc, query, args)
+	if err == driver.ErrSkip {
+		return nil, err // database/sql prepares instead; the statement records it
+	}
+	c.s.stats.bypass(bypassExec)
+	c.record(r, query, err != nil)
+	return res, err
+}
+
+// QueryContext shares query with identical in-flight queries of the same
+// scope when it is proven read-only and the connection is clean; otherwise
+// it goes straight to the real connection.
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.s.stats.queries.Add(1)
+	r := sqlscan.Scan(query)
+	run := func(ctx context.Context, rc driver.Conn) (driver.Rows, error) { return queryOn(ctx, rc, query, args) }
+	return c.query(ctx, r, args, run)
+}
+
+// query routes one read: shared through a flight, or passed through.
+func (c *conn) query(ctx context.Context, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+	reason, pol, err := c.s.route(ctx, c, r)
+	if err != nil {
+		return nil, err
+	}
+	if reason == "" {
+		return c.s.share(ctx, c, r, pol, args, run)
+	}
+	c.s.stats.bypass(reason)
+	return c.pass(ctx, r, run)
+}
+
+// pass runs a statement on the real connection and records its effects.
+func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc) (driver.Rows, error) {
+	rc, err := c.use(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := run(ctx, rc)
+	if err == driver.ErrSkip {
+		return nil, err
+	}
+	c.record(r, "", err != nil)
+	if err != nil {
+		return nil, err
+	}
+	c.openRows.Add(1)
+	return newPassRows(c, rows, r), nil
+}
+
+type runFunc func(ctx context.Context, rc driver.Conn) (driver.Rows, error)
+
+// record applies what the statements of r did to the connection: they began
+// or ended a transaction, changed session state, or wrote tables. failed
+// says the text returned an error; its effects are then assumed to have
+// happened where that is the safe side.
+func (c *conn) record(r *sqlscan.Result, _ string, failed bool) {
+	for i := range r.Statements {
+		st := &r.Statements[i]
+		switch st.Tx {
+		case sqlscan.TxBegin:
+			if !failed || len(r.Statements) > 1 {
+				c.sqlTx = true
+			}
+		case sqlscan.TxCommit:
+			c.endTx(true)
+		case sqlscan.TxRollback:
+			c.endTx(false)
+		}
+		if st.Taints {
+			c.tainted = true
+		}
+		if st.ClearsTaint && !failed {
+			c.tainted = false
+		}
+		if !st.ReadOnly {
+			tables, known := writeTargets(r, st)
+			if c.inTx() {
+				c.txWrites.add(tables, known)
+			} else {
+				c.s.bump(tables, known)
+			}
+		}
+	}
+	if failed && len(r.Statements) > 1 {
+		// Where a failed multi-statement text left the session is unknown.
+		c.tainted = true
+	}
+}
+
+// endTx ends the transaction's bookkeeping; a commit bumps the epochs of
+// every table written in it.
+func (c *conn) endTx(commit bool) {
+	if commit {
+		c.s.bump(c.txWrites.tables, !c.txWrites.all)
+	}
+	c.txWrites = writeSet{}
+	c.sqlTx = false
+}
+
+// writeTargets returns the tables a write statement changes: those of a
+// tables= annotation when there is one, else the scanner's.
+func writeTargets(r *sqlscan.Result, st *sqlscan.Statement) ([]string, bool) {
+	if r.HasAnnotation {
+		if a, err := parseAnnotationCached(r.Annotation); err == nil && a.set&setTables != 0 {
+			return a.p.Tables, true
+		}
+	}
+	return st.Writes, st.TablesKnown
+}
+
+// writeSet accumulates the tables written in a transaction.
+type writeSet struct {
+	all    bool
+	tables []string
+}
+
+func (w *writeSet) add(tables []string, known bool) {
+	if !known {
+		w.all = true
+		return
+	}
+	w.tables = append(w.tables, tables...)
+}
+
+// tx wraps the parent's transaction to end the connection's bookkeeping.
+type tx struct {
+	c      *conn
+	parent driver.Tx
+}
+
+var _ driver.Tx = (*tx)(nil)
+
+// Commit commits and then bumps the epochs of the tables written in the
+// transaction, also when Commit fails (its outcome may be unknown).
+func (t *tx) Commit() error {
+	err := t.parent.Commit()
+	t.c.tx = nil
+	t.c.endTx(true)
+	return err
+}
+
+func (t *tx) Rollback() error {
+	err := t.parent.Rollback()
+	t.c.tx = nil
+	t.c.endTx(false)
+	return err
+}
+
+// execOn runs an exec on the parent, adapting a legacy Execer as
+// database/sql would; driver.ErrSkip means "prepare instead".
+func execOn(ctx context.Context, rc driver.Conn, query string, args []driver.NamedValue) (driver.Result, error) {
+	if e, ok := rc.(driver.ExecerContext); ok {
+		return e.ExecContext(ctx, query, args)
+	}
+	if e, ok := rc.(driver.Execer); ok { //nolint:staticcheck // legacy parent
+		vals, err := plainValues(args)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return e.Exec(query, vals)
+	}
+	return nil, driver.ErrSkip
+}
+
+// queryOn runs a query on the parent, adapting a legacy Queryer as
+// database/sql would; driver.ErrSkip means "prepare instead".
+func queryOn(ctx context.Context, rc driver.Conn, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if q, ok := rc.(driver.QueryerContext); ok {
+		return q.QueryContext(ctx, query, args)
+	}
+	if q, ok := rc.(driver.Queryer); ok { //nolint:staticcheck // legacy parent
+		vals, err := plainValues(args)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return q.Query(query, vals)
+	}
+	return nil, driver.ErrSkip
+}
+
+func plainValues(args []driver.NamedValue) ([]driver.Value, error) {
+	vals := make([]driver.Value, len(args))
+	for i, a := range args {
+		if a.Name != "" {
+			return nil, errors.New("sql: driver does not support the use of Named Parameters")
+		}
+		vals[i] = a.Value
+	}
+	return vals, nil
+}
+
+// Reasons a statement bypasses sharing (Stats.BypassReasons).
+const (
+	bypassExec          = "exec"
+	bypassTx            = "transaction"
+	bypassSession       = "session"
+	bypassWrite         = "write"
+	bypassNotShareable  = "not shareable"
+	bypassPolicy        = "policy"
+	bypassArgs          = "arguments"
+	bypassTooLarge      = "too large"
+	bypassBusy          = "busy connection"
+	bypassBadAnnotation = "bad annotation"
+)
+
+// route decides whether a read on c may share, and under which policy. A
+// non-empty reason means "pass it through"; an error (only under
+// Options.Strict) fails the statement.
+func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string, Policy, error) {
+	a, err := s.annotationOf(r)
+	if err != nil {
+		return "", Policy{}, err
+	}
+	switch {
+	case a == nil && r.HasAnnotation:
+		return bypassBadAnnotation, Policy{}, nil
+	case c.inTx():
+		return bypassTx, Policy{}, nil
+	case c.tainted:
+		return bypassSession, Policy{}, nil
+	case !r.ReadOnly:
+		return bypassWrite, Policy{}, nil
+	case r.Verdict == sqlscan.Never:
+		return bypassNotShareable, Policy{}, nil
+	case c.openRows.Load() > 0:
+		return bypassBusy, Policy{}, nil
+	}
+	pol, optIn := s.opts.Default, false
+	if cp, ok := ctx.Value(policyKey{}).(*Policy); ok {
+		pol, optIn = *cp, cp.Coalesce || cp.Soft > 0
+	}
+	if a != nil {
+		pol = a.merge(pol)
+		optIn = optIn || a.set&(setCoalesce|setSoft) != 0
+	}
+	switch {
+	case pol.Off || pol.NoCoalesce:
+		return bypassPolicy, pol, nil
+	case r.Verdict == sqlscan.OptIn && !(optIn && !pol.NoCoalesce):
+		return bypassNotShareable, pol, nil
+	}
+	return "", pol, nil
+}
+
+// annotationOf parses r's annotation. A malformed one is counted and warned
+// about once per statement; it yields (nil, nil), or an error wrapping
+// ErrBadAnnotation under Options.Strict.
+func (s *Shield) annotationOf(r *sqlscan.Result) (*annotation, error) {
+	if !r.HasAnnotation {
+		return nil, nil
+	}
+	a, err := parseAnnotationCached(r.Annotation)
+	if err == nil {
+		return &a, nil
+	}
+	s.stats.badAnnotations.Add(1)
+	if s.opts.Strict {
+		return nil, err
+	}
+	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
+		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
+			"error", err, "fingerprint", fingerprint(r.Normalized))
+	}
+	return nil, nil
+}

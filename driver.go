@@ -1,0 +1,165 @@
+package sqlflight
+
+//go:generate go run ./internal/mirrorgen
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"io"
+	"sync"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// DriverName is the name under which importing this package registers the
+// default Shield wrapping pgx v5's database/sql driver.
+const DriverName = "sqlflight"
+
+var defaultShield = New()
+
+func init() {
+	defaultShield.Register(DriverName, stdlib.GetDefaultDriver())
+}
+
+// Default returns the Shield behind sql.Open("sqlflight", …). Every *sql.DB
+// opened that way in the process shares it: its flights, its counters and its
+// read-your-writes epochs.
+func Default() *Shield { return defaultShield }
+
+// Register makes d available to sql.Open under name, wrapped by a new Shield
+// configured with opts, and returns that Shield. Like sql.Register it panics
+// if name is already registered.
+func Register(name string, d driver.Driver, opts ...Option) *Shield {
+	s := New(opts...)
+	s.Register(name, d)
+	return s
+}
+
+// Wrap returns d wrapped by a new Shield configured with opts.
+func Wrap(d driver.Driver, opts ...Option) driver.Driver { return New(opts...).Wrap(d) }
+
+// OpenDB opens a *sql.DB on c wrapped by a new Shield configured with opts.
+// Use ShieldOf to reach the Shield later.
+func OpenDB(c driver.Connector, opts ...Option) *sql.DB { return New(opts...).OpenDB(c) }
+
+// ShieldOf returns the Shield behind db, or nil if db was not opened through
+// sqlflight.
+func ShieldOf(db *sql.DB) *Shield {
+	if w, ok := db.Driver().(interface{ shield() *Shield }); ok {
+		return w.shield()
+	}
+	return nil
+}
+
+// Register makes d, wrapped by s, available to sql.Open under name. Like
+// sql.Register it panics if name is already registered.
+func (s *Shield) Register(name string, d driver.Driver) { sql.Register(name, s.Wrap(d)) }
+
+// Wrap returns d wrapped by s. The result implements driver.DriverContext
+// exactly when d does. Connections opened with the same DSN share one scope:
+// their identical queries coalesce; different DSNs never share.
+func (s *Shield) Wrap(d driver.Driver) driver.Driver {
+	w := &wrappedDriver{s: s, parent: d, scopes: make(map[string]*scope)}
+	if dc, ok := d.(driver.DriverContext); ok {
+		return &wrappedDriverContext{wrappedDriver: w, parentCtx: dc}
+	}
+	return w
+}
+
+// Connector returns c wrapped by s. The connector is a scope of its own: its
+// queries never share results with another connector's. The result implements
+// io.Closer exactly when c does.
+func (s *Shield) Connector(c driver.Connector) driver.Connector {
+	var d driver.Driver = &wrappedDriver{s: s, parent: c.Driver(), scopes: make(map[string]*scope)}
+	if dc, ok := c.Driver().(driver.DriverContext); ok {
+		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
+	}
+	return s.newConnector(c, d, s.newScope())
+}
+
+// OpenDB opens a *sql.DB on c wrapped by s (see Connector).
+func (s *Shield) OpenDB(c driver.Connector) *sql.DB { return sql.OpenDB(s.Connector(c)) }
+
+func (s *Shield) newConnector(c driver.Connector, d driver.Driver, sc *scope) driver.Connector {
+	wc := &connector{s: s, parent: c, drv: d, sc: sc}
+	if cl, ok := c.(io.Closer); ok {
+		return &closingConnector{connector: wc, closer: cl}
+	}
+	return wc
+}
+
+// wrappedDriver wraps a driver.Driver. Without DriverContext, database/sql
+// calls Open for every new connection; each DSN is a scope.
+type wrappedDriver struct {
+	s      *Shield
+	parent driver.Driver
+
+	mu     sync.Mutex
+	scopes map[string]*scope
+}
+
+var _ driver.Driver = (*wrappedDriver)(nil)
+
+func (d *wrappedDriver) shield() *Shield { return d.s }
+
+func (d *wrappedDriver) scopeFor(dsn string) *scope {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sc := d.scopes[dsn]
+	if sc == nil {
+		sc = d.s.newScope()
+		d.scopes[dsn] = sc
+	}
+	return sc
+}
+
+// Open returns a virtual connection for dsn. The real one is opened by the
+// parent driver only when work must reach the database.
+func (d *wrappedDriver) Open(dsn string) (driver.Conn, error) {
+	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(dsn) }
+	return d.scopeFor(dsn).connect(context.Background(), d.s, open)
+}
+
+type wrappedDriverContext struct {
+	*wrappedDriver
+	parentCtx driver.DriverContext
+}
+
+var _ driver.DriverContext = (*wrappedDriverContext)(nil)
+
+// OpenConnector opens the parent's connector for dsn and wraps it; connectors
+// for the same DSN share one scope.
+func (d *wrappedDriverContext) OpenConnector(dsn string) (driver.Connector, error) {
+	pc, err := d.parentCtx.OpenConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.newConnector(pc, d, d.scopeFor(dsn)), nil
+}
+
+// connector wraps a driver.Connector; Connect returns virtual connections.
+type connector struct {
+	s      *Shield
+	parent driver.Connector
+	drv    driver.Driver
+	sc     *scope
+}
+
+var _ driver.Connector = (*connector)(nil)
+
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	return c.sc.connect(ctx, c.s, c.parent.Connect)
+}
+
+func (c *connector) Driver() driver.Driver { return c.drv }
+
+type closingConnector struct {
+	*connector
+	closer io.Closer
+}
+
+var _ io.Closer = (*closingConnector)(nil)
+
+// Close closes the parent connector; database/sql calls it from DB.Close.
+func (c *closingConnector) Close() error { return c.closer.Close() }

@@ -1,0 +1,234 @@
+package sqlflight
+
+import (
+	"bytes"
+	"database/sql/driver"
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// maxKeyBytes bounds a key; statements whose arguments encode larger run
+// unshared.
+const maxKeyBytes = 1 << 20
+
+// appendKey appends the key of a statement: the scope, the normalized SQL and
+// every argument's ordinal, name, type and value, each length-prefixed so
+// that no two different statements encode alike. Keys are compared whole,
+// never by hash. It reports false if an argument cannot be encoded
+// canonically (functions, channels, values nested too deep): such a
+// statement must not share.
+func appendKey(b []byte, scope uint64, normalized string, args []driver.NamedValue) ([]byte, bool) {
+	b = binary.BigEndian.AppendUint64(b, scope)
+	b = appendStr(b, normalized)
+	b = binary.AppendUvarint(b, uint64(len(args)))
+	for _, a := range args {
+		b = binary.AppendUvarint(b, uint64(a.Ordinal))
+		b = appendStr(b, a.Name)
+		var ok bool
+		if b, ok = appendValue(b, a.Value); !ok || len(b) > maxKeyBytes {
+			return b, false
+		}
+	}
+	return b, true
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// Tags of encoded values.
+const (
+	tagNil = iota + 1
+	tagInt64
+	tagFloat64
+	tagBool
+	tagString
+	tagBytes
+	tagNilBytes
+	tagTime
+	tagReflect
+)
+
+func appendValue(b []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, tagNil), true
+	case int64:
+		return binary.BigEndian.AppendUint64(append(b, tagInt64), uint64(v)), true
+	case float64:
+		return binary.BigEndian.AppendUint64(append(b, tagFloat64), math.Float64bits(v)), true
+	case bool:
+		if v {
+			return append(b, tagBool, 1), true
+		}
+		return append(b, tagBool, 0), true
+	case string:
+		return appendStr(append(b, tagString), v), true
+	case []byte:
+		if v == nil {
+			return append(b, tagNilBytes), true
+		}
+		b = binary.AppendUvarint(append(b, tagBytes), uint64(len(v)))
+		return append(b, v...), true
+	case time.Time:
+		return appendTime(append(b, tagTime), v), true
+	}
+	rv := reflect.ValueOf(v)
+	b = appendStr(append(b, tagReflect), typeName(rv.Type()))
+	return appendReflect(b, rv, 0)
+}
+
+// appendTime encodes the instant and the zone offset (which decides how a
+// driver formats the value), not the monotonic reading.
+func appendTime(b []byte, t time.Time) []byte {
+	_, off := t.Zone()
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
+	b = binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
+	return binary.BigEndian.AppendUint32(b, uint32(int32(off)))
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// appendReflect encodes v by its structure: every field, element and map
+// entry (maps in sorted order), following pointers to a bounded depth.
+func appendReflect(b []byte, v reflect.Value, depth int) ([]byte, bool) {
+	if depth > 16 || len(b) > maxKeyBytes {
+		return b, false
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		if v.Bool() {
+			return append(b, 1), true
+		}
+		return append(b, 0), true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return binary.AppendVarint(b, v.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return binary.AppendUvarint(b, v.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return binary.BigEndian.AppendUint64(b, math.Float64bits(v.Float())), true
+	case reflect.Complex64, reflect.Complex128:
+		c := v.Complex()
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(real(c)))
+		return binary.BigEndian.AppendUint64(b, math.Float64bits(imag(c))), true
+	case reflect.String:
+		return appendStr(b, v.String()), true
+	case reflect.Slice:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		b = append(b, 1)
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return appendStr(b, string(v.Bytes())), true
+		}
+		fallthrough
+	case reflect.Array:
+		b = binary.AppendUvarint(b, uint64(v.Len()))
+		for i := range v.Len() {
+			var ok bool
+			if b, ok = appendReflect(b, v.Index(i), depth+1); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	case reflect.Pointer:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		return appendReflect(append(b, 1), v.Elem(), depth+1)
+	case reflect.Interface:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		e := v.Elem()
+		b = appendStr(append(b, 1), typeName(e.Type()))
+		return appendReflect(b, e, depth+1)
+	case reflect.Map:
+		if v.IsNil() {
+			return append(b, 0), true
+		}
+		type kv struct{ k, v []byte }
+		entries := make([]kv, 0, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			k, ok := appendReflect(nil, it.Key(), depth+1)
+			if !ok {
+				return b, false
+			}
+			val, ok := appendReflect(nil, it.Value(), depth+1)
+			if !ok {
+				return b, false
+			}
+			entries = append(entries, kv{k, val})
+		}
+		slices.SortFunc(entries, func(x, y kv) int { return bytes.Compare(x.k, y.k) })
+		b = binary.AppendUvarint(append(b, 1), uint64(len(entries)))
+		for _, e := range entries {
+			b = appendStr(b, string(e.k))
+			b = appendStr(b, string(e.v))
+		}
+		return b, true
+	case reflect.Struct:
+		if v.Type() == timeType {
+			if !v.CanInterface() {
+				return b, false
+			}
+			return appendTime(b, v.Interface().(time.Time)), true
+		}
+		for i := range v.NumField() {
+			var ok bool
+			if b, ok = appendReflect(b, v.Field(i), depth+1); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	}
+	// Func, Chan, UnsafePointer: no canonical value.
+	return b, false
+}
+
+var typeNames sync.Map // reflect.Type → string
+
+// typeName names t unambiguously: package paths included, recursively.
+func typeName(t reflect.Type) string {
+	if n, ok := typeNames.Load(t); ok {
+		return n.(string)
+	}
+	var n string
+	switch {
+	case t.Name() != "":
+		n = t.PkgPath() + "." + t.Name()
+	case t.Kind() == reflect.Pointer:
+		n = "*" + typeName(t.Elem())
+	case t.Kind() == reflect.Slice:
+		n = "[]" + typeName(t.Elem())
+	case t.Kind() == reflect.Array:
+		n = "[" + strconv.Itoa(t.Len()) + "]" + typeName(t.Elem())
+	case t.Kind() == reflect.Map:
+		n = "map[" + typeName(t.Key()) + "]" + typeName(t.Elem())
+	case t.Kind() == reflect.Struct:
+		n = "struct{"
+		for i := range t.NumField() {
+			f := t.Field(i)
+			n += f.PkgPath + "." + f.Name + " " + typeName(f.Type) + ";"
+		}
+		n += "}"
+	default:
+		n = t.String()
+	}
+	typeNames.Store(t, n)
+	return n
+}
+
+// fingerprint names a normalized statement in logs and stats.
+func fingerprint(normalized string) string {
+	h := fnv.New64a()
+	h.Write([]byte(normalized))
+	return strconv.FormatUint(h.Sum64(), 16)
+}

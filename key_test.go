@@ -1,0 +1,86 @@
+package sqlflight
+
+import (
+	"database/sql/driver"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func keyOf(t *testing.T, args ...driver.NamedValue) string {
+	t.Helper()
+	k, ok := appendKey(nil, 1, "SELECT $1", args)
+	if !ok {
+		t.Fatalf("args %v not encodable", args)
+	}
+	return string(k)
+}
+
+func arg(v any) driver.NamedValue { return driver.NamedValue{Ordinal: 1, Value: v} }
+
+type point struct{ X, Y int }
+
+func TestKeysNeverCollide(t *testing.T) {
+	utc := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	plus2 := utc.In(time.FixedZone("x", 2*3600))
+	values := []driver.NamedValue{
+		arg(nil), arg(int64(1)), arg("1"), arg([]byte("1")), arg([]byte{}), arg([]byte(nil)), arg(float64(1)),
+		arg(true), arg(false), arg(int32(1)), arg(int(1)), arg(uint64(1)), arg(utc), arg(plus2),
+		arg([]int32{1, 2}), arg([]int32{12}), arg([]string{"1", "2"}), arg([]string{"12"}),
+		arg(pgx.NamedArgs{"a": 1}), arg(pgx.NamedArgs{"a": 2}), arg(pgx.QueryExecModeSimpleProtocol),
+		arg(pgx.QueryExecModeExec), arg(point{1, 2}), arg(point{2, 1}), arg(&point{1, 2}), arg((*point)(nil)),
+		{Ordinal: 1, Name: "a", Value: int64(1)}, {Ordinal: 2, Value: int64(1)},
+		arg("a\x00b"), arg("a"),
+	}
+	seen := map[string]int{}
+	for i, v := range values {
+		k := keyOf(t, v)
+		if j, dup := seen[k]; dup {
+			t.Errorf("values %d (%#v) and %d (%#v) share a key", j, values[j], i, v)
+		}
+		seen[k] = i
+	}
+	// Two args vs one arg holding both.
+	if keyOf(t, arg("ab")) == keyOf(t, arg("a"), driver.NamedValue{Ordinal: 2, Value: "b"}) {
+		t.Error("argument boundaries are ambiguous")
+	}
+	a, _ := appendKey(nil, 1, "SELECT 1", nil)
+	b, _ := appendKey(nil, 2, "SELECT 1", nil)
+	if string(a) == string(b) {
+		t.Error("scopes share a key")
+	}
+}
+
+func TestKeysAreCanonical(t *testing.T) {
+	m1 := map[string]any{}
+	m2 := map[string]any{}
+	for i, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		m1[k] = i
+	}
+	for i, k := range []string{"g", "f", "e", "d", "c", "b", "a"} {
+		m2[k] = 6 - i
+	}
+	if keyOf(t, arg(pgx.NamedArgs(m1))) != keyOf(t, arg(pgx.NamedArgs(m2))) {
+		t.Error("map order changed the key")
+	}
+	t1 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t2 := t1.Add(time.Hour).Add(-time.Hour) // same instant, same zone
+	if keyOf(t, arg(t1)) != keyOf(t, arg(t2)) {
+		t.Error("equal times differ")
+	}
+}
+
+func TestUnencodableArgsDoNotShare(t *testing.T) {
+	for _, v := range []any{func() {}, make(chan int), struct{ f func() }{}} {
+		if _, ok := appendKey(nil, 1, "SELECT $1", []driver.NamedValue{arg(v)}); ok {
+			t.Errorf("%T encoded", v)
+		}
+	}
+	type node struct{ Next *node }
+	loop := &node{}
+	loop.Next = loop
+	if _, ok := appendKey(nil, 1, "SELECT $1", []driver.NamedValue{arg(loop)}); ok {
+		t.Error("a pointer cycle encoded")
+	}
+}

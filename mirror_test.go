@@ -1,0 +1,199 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/DATA-DOG/go-sqlmock"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+type face struct {
+	name string
+	has  func(any) bool
+}
+
+func is[T any](v any) bool { _, ok := v.(T); return ok }
+
+var (
+	connFacesList = []face{
+		{"Pinger", is[driver.Pinger]},
+		{"ExecerContext", func(v any) bool { return is[driver.ExecerContext](v) || is[driver.Execer](v) }},    //nolint:staticcheck
+		{"QueryerContext", func(v any) bool { return is[driver.QueryerContext](v) || is[driver.Queryer](v) }}, //nolint:staticcheck
+		{"ConnPrepareContext", is[driver.ConnPrepareContext]},
+		{"ConnBeginTx", is[driver.ConnBeginTx]},
+		{"SessionResetter", is[driver.SessionResetter]},
+		{"Validator", is[driver.Validator]},
+		{"NamedValueChecker", is[driver.NamedValueChecker]},
+	}
+	stmtFacesList = []face{
+		{"StmtExecContext", is[driver.StmtExecContext]},
+		{"StmtQueryContext", is[driver.StmtQueryContext]},
+		{"NamedValueChecker", is[driver.NamedValueChecker]},
+		{"ColumnConverter", is[driver.ColumnConverter]}, //nolint:staticcheck
+	}
+	rowsFacesList = []face{
+		{"RowsNextResultSet", is[driver.RowsNextResultSet]},
+		{"RowsColumnTypeScanType", is[driver.RowsColumnTypeScanType]},
+		{"RowsColumnTypeDatabaseTypeName", is[driver.RowsColumnTypeDatabaseTypeName]},
+		{"RowsColumnTypeLength", is[driver.RowsColumnTypeLength]},
+		{"RowsColumnTypeNullable", is[driver.RowsColumnTypeNullable]},
+		{"RowsColumnTypePrecisionScale", is[driver.RowsColumnTypePrecisionScale]},
+	}
+)
+
+func sameFaces(t *testing.T, what string, faces []face, parent, wrapped any) {
+	t.Helper()
+	for _, f := range faces {
+		if p, w := f.has(parent), f.has(wrapped); p != w {
+			t.Errorf("%s %s: parent %v, wrapper %v", what, f.name, p, w)
+		}
+	}
+}
+
+func rawConn(t *testing.T, db *sql.DB) (any, func()) {
+	t.Helper()
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dc any
+	if err := c.Raw(func(v any) error { dc = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return dc, func() { c.Close() }
+}
+
+func TestMirrorsSqlmock(t *testing.T) {
+	mdb, mock, err := sqlmock.NewWithDSN("dsn-mirror", sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mdb.Close()
+	mock.MatchExpectationsInOrder(false)
+	s := New()
+	wdb := sql.OpenDB(dsnConnector{drv: s.Wrap(mdb.Driver()), dsn: "dsn-mirror"})
+	defer wdb.Close()
+
+	if _, ok := s.Wrap(mdb.Driver()).(driver.DriverContext); ok != is[driver.DriverContext](mdb.Driver()) {
+		t.Error("DriverContext not mirrored")
+	}
+	parent, done1 := rawConn(t, mdb)
+	defer done1()
+	wrapped, done2 := rawConn(t, wdb)
+	defer done2()
+	sameFaces(t, "conn", connFacesList, parent, wrapped)
+
+	const q = "SELECT a FROM t"
+	ctx := context.Background()
+	mock.ExpectPrepare(q)
+	mock.ExpectPrepare(q)
+	ps, err := parent.(driver.Conn).Prepare(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := wrapped.(driver.Conn).Prepare(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFaces(t, "stmt", stmtFacesList, ps, ws)
+
+	cols := func() *sqlmock.Rows {
+		return mock.NewRowsWithColumnDefinition(sqlmock.NewColumn("a").OfType("INT8", int64(0)).Nullable(true)).AddRow(int64(1))
+	}
+	mock.ExpectQuery(q).WillReturnRows(cols())
+	mock.ExpectQuery(q).WillReturnRows(cols())
+	pr, err := parent.(driver.QueryerContext).QueryContext(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	wr, err := wrapped.(driver.QueryerContext).QueryContext(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Close()
+	sameFaces(t, "shared rows", rowsFacesList, pr, wr)
+	if a, b := pr.(driver.RowsColumnTypeDatabaseTypeName).ColumnTypeDatabaseTypeName(0), wr.(driver.RowsColumnTypeDatabaseTypeName).ColumnTypeDatabaseTypeName(0); a != b {
+		t.Errorf("database type name %q vs %q", a, b)
+	}
+	dest := make([]driver.Value, 1)
+	if err := wr.Next(dest); err != nil || dest[0] != int64(1) {
+		t.Fatalf("replayed %v %v", dest, err)
+	}
+	if err := wr.Next(dest); err != io.EOF {
+		t.Fatalf("want EOF, got %v", err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMirrorsPgx needs a Postgres (SQLFLIGHT_POSTGRES_DSN).
+func TestMirrorsPgx(t *testing.T) {
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_POSTGRES_DSN not set")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN not set")
+	}
+	pdb, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pdb.Close()
+	wdb := sql.OpenDB(dsnConnector{drv: New().Wrap(stdlib.GetDefaultDriver()), dsn: dsn})
+	defer wdb.Close()
+	if !is[driver.DriverContext](New().Wrap(stdlib.GetDefaultDriver())) {
+		t.Error("DriverContext lost")
+	}
+	parent, done1 := rawConn(t, pdb)
+	defer done1()
+	wrapped, done2 := rawConn(t, wdb)
+	defer done2()
+	sameFaces(t, "conn", connFacesList, parent, wrapped)
+	if _, ok := wrapped.(connBase).Unwrap().(*stdlib.Conn); !ok {
+		t.Error("Unwrap does not reach *stdlib.Conn")
+	}
+
+	const q = "SELECT 1::int8 AS a, 'x'::text AS b"
+	ctx := context.Background()
+	ps, err := parent.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	// A fresh wrapped connection: the one above was tainted by Unwrap.
+	wrapped2, done3 := rawConn(t, wdb)
+	defer done3()
+	ws, err := wrapped2.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	sameFaces(t, "stmt", stmtFacesList, ps, ws)
+
+	pr, err := parent.(driver.QueryerContext).QueryContext(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	wr, err := wrapped2.(driver.QueryerContext).QueryContext(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Close()
+	sameFaces(t, "shared rows", rowsFacesList, pr, wr)
+	// Pass-through rows (on the tainted connection).
+	tr, err := wrapped.(driver.QueryerContext).QueryContext(ctx, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	sameFaces(t, "pass-through rows", rowsFacesList, pr, tr)
+}

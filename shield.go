@@ -1,0 +1,222 @@
+package sqlflight
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors callers may branch on with errors.Is.
+var (
+	// ErrBadAnnotation is wrapped by the error of a statement whose
+	// sqlflight annotation is malformed, when Options.Strict is set. Without
+	// Strict such a statement runs unshared and a warning is logged.
+	ErrBadAnnotation = errors.New("sqlflight: bad annotation")
+
+	// ErrOriginPanicked is wrapped by the error every waiter of a flight
+	// receives when the origin query panicked or called runtime.Goexit. The
+	// process goes on; the flight is gone.
+	ErrOriginPanicked = errors.New("sqlflight: origin query panicked")
+
+	// ErrOriginTimeout is wrapped, together with context.DeadlineExceeded, by
+	// the error of a shared query whose origin ran past its timeout budget
+	// (Options.OriginTimeout or the timeout= annotation).
+	ErrOriginTimeout = errors.New("sqlflight: origin query timed out")
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxRows       = 10_000
+	DefaultMaxBytes      = 8 << 20
+	DefaultOriginTimeout = 30 * time.Second
+	// tooLargeMemory is how long a key whose result was too large to share
+	// goes straight to the database without forming a flight.
+	tooLargeMemory = 30 * time.Second
+)
+
+// Options configure a Shield. The zero value is ready to use. Options is
+// itself an Option: pass it to New, OpenDB or Register.
+type Options struct {
+	// Default is the policy of statements that no annotation, context
+	// policy or rule configures. Its zero value coalesces shareable
+	// statements and caches nothing.
+	Default Policy
+
+	// MaxRows and MaxBytes bound a result that may be shared; larger results
+	// go to their own caller only, and the key bypasses sharing for a while.
+	// Zero means DefaultMaxRows and DefaultMaxBytes. Annotations (maxrows=,
+	// maxbytes=) and policies override them per statement.
+	MaxRows  int
+	MaxBytes int64
+
+	// OriginTimeout bounds a shared origin query, which runs detached from
+	// every caller's context. Zero means DefaultOriginTimeout.
+	OriginTimeout time.Duration
+
+	// Strict makes a malformed annotation an error wrapping ErrBadAnnotation
+	// instead of a warning.
+	Strict bool
+
+	// Logger receives warnings (malformed annotations, panics in the origin
+	// path). Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// An Option configures a Shield. Options is the Option of this package;
+// packages that plug into a Shield (a shared tier, metrics) provide others.
+type Option interface{ apply(*Shield) }
+
+func (o Options) apply(s *Shield) { s.opts = o }
+
+// Shield is a namespace of sharing: it owns the flights of identical
+// in-flight queries, the read-your-writes epochs of the tables written
+// through it, and its counters. Every *sql.DB opened through the same Shield
+// takes part; queries share results only within one scope (one DSN or one
+// connector), so two users or databases never see each other's rows.
+type Shield struct {
+	opts Options
+	log  *slog.Logger
+
+	flights flightGroup
+	epochs  epochs
+	stats   counters
+
+	scopeSeq atomic.Uint64
+
+	tooLarge expiringSet // keys whose results were too large to share
+	warned   expiringSet // fingerprints already warned about
+}
+
+// New returns a Shield configured by opts (later options win).
+func New(opts ...Option) *Shield {
+	s := &Shield{}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.opts.MaxRows <= 0 {
+		s.opts.MaxRows = DefaultMaxRows
+	}
+	if s.opts.MaxBytes <= 0 {
+		s.opts.MaxBytes = DefaultMaxBytes
+	}
+	if s.opts.OriginTimeout <= 0 {
+		s.opts.OriginTimeout = DefaultOriginTimeout
+	}
+	s.flights.m = make(map[string]*flight)
+	s.tooLarge.init(4096)
+	s.warned.init(4096)
+	return s
+}
+
+// Stats are cumulative counters and current gauges of a Shield.
+type Stats struct {
+	Queries          uint64 // statements seen (queries and execs, prepared or not)
+	Bypassed         uint64 // statements sent straight to the real connection
+	Flights          uint64 // shared flights started (leaders)
+	Followers        uint64 // callers that joined a running flight instead of querying
+	OriginExecutions uint64 // shared-flight queries that reached the database
+	OriginErrors     uint64 // shared-flight queries that failed
+	TooLarge         uint64 // shared results over MaxRows/MaxBytes, handed to their own caller
+	WaitExpired      uint64 // followers that stopped waiting after wait= and queried themselves
+	BadAnnotations   uint64 // statements with a malformed annotation
+	Panics           uint64 // panics and Goexits caught in the origin path
+	Invalidations    uint64 // write events that bumped table epochs
+
+	// Bypasses by reason ("transaction", "session", "write", "not shareable",
+	// "policy", "arguments", "too large", "busy connection", "bad annotation").
+	BypassReasons map[string]uint64
+
+	Waiting         int64  // gauge: callers currently waiting on a flight
+	InFlight        int64  // gauge: flights currently running
+	RealConns       int64  // gauge: real database connections currently open
+	RealConnsOpened uint64 // real database connections opened
+}
+
+// Stats returns a snapshot of s's counters.
+func (s *Shield) Stats() Stats { return s.stats.snapshot() }
+
+type counters struct {
+	queries, bypassed, flights, followers, originExecs, originErrors atomic.Uint64
+	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
+	realOpened                                                       atomic.Uint64
+	waiting, inFlight, realConns                                     atomic.Int64
+
+	reasons sync.Map // string → *atomic.Uint64
+}
+
+func (c *counters) bypass(reason string) {
+	c.bypassed.Add(1)
+	v, ok := c.reasons.Load(reason)
+	if !ok {
+		v, _ = c.reasons.LoadOrStore(reason, new(atomic.Uint64))
+	}
+	v.(*atomic.Uint64).Add(1)
+}
+
+func (c *counters) snapshot() Stats {
+	st := Stats{
+		Queries:          c.queries.Load(),
+		Bypassed:         c.bypassed.Load(),
+		Flights:          c.flights.Load(),
+		Followers:        c.followers.Load(),
+		OriginExecutions: c.originExecs.Load(),
+		OriginErrors:     c.originErrors.Load(),
+		TooLarge:         c.tooLarge.Load(),
+		WaitExpired:      c.waitExpired.Load(),
+		BadAnnotations:   c.badAnnotations.Load(),
+		Panics:           c.panics.Load(),
+		Invalidations:    c.invalidations.Load(),
+		BypassReasons:    map[string]uint64{},
+		Waiting:          c.waiting.Load(),
+		InFlight:         c.inFlight.Load(),
+		RealConns:        c.realConns.Load(),
+		RealConnsOpened:  c.realOpened.Load(),
+	}
+	c.reasons.Range(func(k, v any) bool {
+		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return st
+}
+
+// expiringSet remembers keys for a while, in bounded memory: when full it
+// forgets everything (remembering is an optimisation, never a guarantee).
+type expiringSet struct {
+	n   atomic.Int64 // len(m), read without the lock
+	mu  sync.Mutex
+	max int
+	m   map[string]time.Time
+}
+
+func (e *expiringSet) init(max int) { e.max, e.m = max, make(map[string]time.Time) }
+
+// add remembers k until now+ttl and reports whether k was new (or expired).
+func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if until, ok := e.m[k]; ok && now.Before(until) {
+		return false
+	}
+	if len(e.m) >= e.max {
+		clear(e.m)
+	}
+	e.m[k] = now.Add(ttl)
+	e.n.Store(int64(len(e.m)))
+	return true
+}
+
+func (e *expiringSet) has(k string, now time.Time) bool {
+	if e.n.Load() == 0 {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	until, ok := e.m[k]
+	return ok && now.Before(until)
+}
