@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,12 +340,15 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err != nil {
 		return nil, err
 	}
+	if r.ReadOnly && len(r.Unknown) > 0 {
+		c.sc.vouch(ctx, c, r.Unknown) // learn whether it may write
+	}
 	res, err := execOn(ctx, rc, query, args)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
 	c.s.stats.bypass(bypassExec)
-	c.record(r, query, err != nil)
+	c.record(r, err != nil)
 	return res, err
 }
 
@@ -368,6 +372,7 @@ func (c *conn) query(ctx context.Context, r *sqlscan.Result, args []driver.Named
 		return c.s.share(ctx, c, r, pol, args, run)
 	}
 	c.s.stats.bypass(reason)
+	c.s.logBypass(ctx, r, reason)
 	return c.pass(ctx, r, run)
 }
 
@@ -381,7 +386,7 @@ func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc) (driver
 	if err == driver.ErrSkip {
 		return nil, err
 	}
-	c.record(r, "", err != nil)
+	c.record(r, err != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +400,8 @@ type runFunc func(ctx context.Context, rc driver.Conn) (driver.Rows, error)
 // or ended a transaction, changed session state, or wrote tables. failed
 // says the text returned an error; its effects are then assumed to have
 // happened where that is the safe side.
-func (c *conn) record(r *sqlscan.Result, _ string, failed bool) {
+func (c *conn) record(r *sqlscan.Result, failed bool) {
+	mayWrite := c.mayWrite(r)
 	for i := range r.Statements {
 		st := &r.Statements[i]
 		switch st.Tx {
@@ -414,8 +420,7 @@ func (c *conn) record(r *sqlscan.Result, _ string, failed bool) {
 		if st.ClearsTaint && !failed {
 			c.tainted = false
 		}
-		if !st.ReadOnly {
-			tables, known := writeTargets(r, st)
+		if tables, known, ok := writeTargets(r, st, mayWrite); ok {
 			if c.inTx() {
 				c.txWrites.add(tables, known)
 			} else {
@@ -439,15 +444,28 @@ func (c *conn) endTx(commit bool) {
 	c.sqlTx = false
 }
 
-// writeTargets returns the tables a write statement changes: those of a
-// tables= annotation when there is one, else the scanner's.
-func writeTargets(r *sqlscan.Result, st *sqlscan.Statement) ([]string, bool) {
+// mayWrite reports whether r's read-only statements may write after all: a
+// SELECT calling functions nobody vouched for may write anywhere.
+func (c *conn) mayWrite(r *sqlscan.Result) bool {
+	return len(r.Unknown) > 0 && !c.sc.vouched(r.Unknown)
+}
+
+// writeTargets reports whether st may write and which tables it changes:
+// those of a tables= annotation when there is one, else the scanner's
+// (known false: any table).
+func writeTargets(r *sqlscan.Result, st *sqlscan.Statement, mayWrite bool) (tables []string, known, ok bool) {
+	if st.ReadOnly && !mayWrite {
+		return nil, false, false
+	}
 	if r.HasAnnotation {
 		if a, err := parseAnnotationCached(r.Annotation); err == nil && a.set&setTables != 0 {
-			return a.p.Tables, true
+			return a.p.Tables, true, true
 		}
 	}
-	return st.Writes, st.TablesKnown
+	if st.ReadOnly {
+		return nil, false, true
+	}
+	return st.Writes, st.TablesKnown, true
 }
 
 // writeSet accumulates the tables written in a transaction.
@@ -584,10 +602,20 @@ func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string,
 	switch {
 	case pol.Off || pol.NoCoalesce:
 		return bypassPolicy, pol, nil
-	case r.Verdict == sqlscan.OptIn && !(optIn && !pol.NoCoalesce):
+	case r.Verdict == sqlscan.OptIn && !optIn && !c.sc.vouch(ctx, c, r.Unknown):
 		return bypassNotShareable, pol, nil
 	}
 	return "", pol, nil
+}
+
+// logBypass says at debug level, once per statement and reason, why a read
+// was not shared.
+func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
+		return
+	}
+	s.log.DebugContext(ctx, "sqlflight: statement not shared",
+		"reason", reason, "scanner", r.Reason, "fingerprint", fingerprint(r.Normalized))
 }
 
 // annotationOf parses r's annotation. A malformed one is counted and warned

@@ -329,13 +329,12 @@ func (p *passRows) Close() error {
 	p.closed = true
 	err := p.Rows.Close()
 	p.c.openRows.Add(-1)
-	if !p.r.ReadOnly && !p.c.inTx() {
-		// The statement is complete only now; bump again so that no flight
+	if !p.c.inTx() {
+		// A write is complete only now; bump again so that no flight
 		// started while it ran is joined after it.
+		mayWrite := p.c.mayWrite(p.r)
 		for i := range p.r.Statements {
-			st := &p.r.Statements[i]
-			if !st.ReadOnly {
-				tables, known := writeTargets(p.r, st)
+			if tables, known, ok := writeTargets(p.r, &p.r.Statements[i], mayWrite); ok {
 				p.c.s.bump(tables, known)
 			}
 		}

@@ -67,7 +67,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			res, err = s.parent.Exec(vals) //nolint:staticcheck // legacy parent
 		}
 	}
-	s.c.record(s.scan, s.query, err != nil)
+	s.c.record(s.scan, err != nil)
 	return res, err
 }
 
