@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Benchmarks print raw pgx and sqlflight side by side:
+//
+//	go test ./integration -run '^$' -bench . -benchmem
+//
+// Without a PostgreSQL (SQLFLIGHT_POSTGRES_DSN or Docker) they skip.
+
+const benchRows = 1000
+
+// benchTable creates a table of benchRows rows (id, v) for one benchmark.
+func benchTable(b *testing.B, admin *sql.DB) string {
+	b.Helper()
+	table := "bench_" + uniqueID(b)
+	mustExec(b, admin,
+		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v bigint NOT NULL, label text NOT NULL)`, table),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, g * 10, 'label ' || g FROM generate_series(1, %d) AS g`, table, benchRows))
+	cleanupExec(b, admin, "DROP TABLE IF EXISTS "+table)
+	return table
+}
+
+// sideBySide runs f once on raw pgx and once through sqlflight.
+func sideBySide(b *testing.B, dsn string, f func(b *testing.B, db *sql.DB)) {
+	b.Run("raw", func(b *testing.B) { f(b, openRaw(b, dsn)) })
+	b.Run("sqlflight", func(b *testing.B) {
+		db, _ := openFlight(b, dsn)
+		f(b, db)
+	})
+}
+
+func BenchmarkPassthroughWrite(b *testing.B) {
+	dsn := postgresDSN(b)
+	admin := openRaw(b, dsn)
+	table := benchTable(b, admin)
+	query := fmt.Sprintf(`UPDATE %s SET v = v + 1 WHERE id = $1`, table)
+	sideBySide(b, dsn, func(b *testing.B, db *sql.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := db.ExecContext(ctx, query, i%benchRows+1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkPassthroughRead(b *testing.B) {
+	dsn := postgresDSN(b)
+	admin := openRaw(b, dsn)
+	table := benchTable(b, admin)
+	// A statement sqlflight must not share: it goes straight through.
+	query := fmt.Sprintf(`/* sqlflight: off */ SELECT v, label FROM %s WHERE id = $1`, table)
+	sideBySide(b, dsn, func(b *testing.B, db *sql.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			id := i%benchRows + 1
+			var v int64
+			var label string
+			if err := db.QueryRowContext(ctx, query, id).Scan(&v, &label); err != nil {
+				b.Fatal(err)
+			}
+			if v != int64(id)*10 {
+				b.Fatalf("id %d: v=%d", id, v)
+			}
+		}
+	})
+}
+
+// BenchmarkHerd: each op is herdCallers identical slow queries released at
+// once. origin-execs/op counts the executions PostgreSQL itself saw (a
+// sequence bumped inside the function).
+func BenchmarkHerd(b *testing.B) {
+	const herdCallers = 50
+	dsn := postgresDSN(b)
+	admin := openRaw(b, dsn)
+	g := newGateFunc(b, admin, dsn, "herdb", "TABLE(answer int, label text)",
+		`PERFORM pg_sleep(0.005);
+	RETURN QUERY SELECT 42, 'herd'::text;`)
+	query := fmt.Sprintf(`/* sqlflight: coalesce name=bench_herd */ SELECT * FROM %s()`, g.fn)
+	sideBySide(b, dsn, func(b *testing.B, db *sql.DB) {
+		// Leave room under max_connections for raw pgx.
+		db.SetMaxOpenConns(herdCallers)
+		db.SetMaxIdleConns(herdCallers)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		before := g.calls(b, admin)
+		ops := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			ops++
+			var wg sync.WaitGroup
+			errs := make(chan error, herdCallers)
+			start := make(chan struct{})
+			for range herdCallers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					var answer int64
+					var label string
+					if err := db.QueryRowContext(ctx, query).Scan(&answer, &label); err != nil {
+						errs <- err
+					} else if answer != 42 {
+						errs <- fmt.Errorf("answer %d", answer)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		execs := g.calls(b, admin) - before
+		b.ReportMetric(float64(execs)/float64(ops), "origin-execs/op")
+		b.ReportMetric(herdCallers, "callers/op")
+	})
+}
