@@ -57,12 +57,18 @@ func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Poli
 	key, ok := appendKey(nil, c.sc.id, r.Normalized, args)
 	if !ok {
 		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, r, run)
+		return c.pass(ctx, r, run, args)
+	}
+	// The origin may outlive this caller, who may then reuse its arguments.
+	detached, ok := detachArgs(args)
+	if !ok {
+		s.stats.bypass(bypassArgs)
+		return c.pass(ctx, r, run, args)
 	}
 	k := string(key)
 	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(k, time.Now()) {
 		s.stats.bypass(bypassTooLarge)
-		return c.pass(ctx, r, run)
+		return c.pass(ctx, r, run, args)
 	}
 	tables, known := r.Tables, r.TablesKnown
 	if pol.Tables != nil {
@@ -72,7 +78,7 @@ func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Poli
 		f, lead := s.flights.joinOrLead(k, &s.epochs, tables, known)
 		if lead {
 			s.stats.flights.Add(1)
-			if err := s.launch(ctx, c, f, pol, run); err != nil {
+			if err := s.launch(ctx, c, f, pol, run, detached); err != nil {
 				// Followers that joined meanwhile start over.
 				s.finish(f, nil, errLeaderGone, nil, nil, nil, nil)
 				return nil, err
@@ -87,10 +93,10 @@ func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Poli
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypass(bypassPolicy)
-			return c.pass(ctx, r, run)
+			return c.pass(ctx, r, run, args)
 		case errors.Is(err, errNotShared):
 			s.stats.bypass(bypassTooLarge)
-			return c.pass(ctx, r, run)
+			return c.pass(ctx, r, run, args)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
 		case errors.Is(err, errRetry):
@@ -116,7 +122,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 
 // launch starts the origin query of f on c's real connection, on a context
 // that keeps ctx's values but not its cancellation, bounded by the timeout.
-func (s *Shield) launch(ctx context.Context, c *conn, f *flight, pol Policy, run runFunc) error {
+func (s *Shield) launch(ctx context.Context, c *conn, f *flight, pol Policy, run runFunc, args []driver.NamedValue) error {
 	if err := c.lendToOrigin(ctx); err != nil {
 		return err
 	}
@@ -135,14 +141,14 @@ func (s *Shield) launch(ctx context.Context, c *conn, f *flight, pol Policy, run
 		lim.bytes = s.opts.MaxBytes
 	}
 	s.stats.inFlight.Add(1)
-	go s.origin(octx, cancel, timer, c, f, lim, run)
+	go s.origin(octx, cancel, timer, c, f, lim, run, args)
 	return nil
 }
 
 // origin runs in its own goroutine: query, materialize, publish. A panic or
 // runtime.Goexit anywhere in it fails the flight's waiters with
 // ErrOriginPanicked and leaves no flight behind.
-func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, c *conn, f *flight, lim limits, run runFunc) {
+func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, c *conn, f *flight, lim limits, run runFunc, args []driver.NamedValue) {
 	var (
 		res     *result
 		handoff *replay
@@ -182,7 +188,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	if err == nil {
 		s.stats.originExecs.Add(1)
 		var rows driver.Rows
-		rows, err = run(ctx, rc)
+		rows, err = run(ctx, rc, args)
 		if err == nil {
 			res, handoff, err = materialize(rows, lim)
 		}

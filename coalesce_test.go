@@ -799,3 +799,38 @@ func TestPipelineStatsAfterClose(t *testing.T) {
 		t.Errorf("opened %d closed %d", d.opened.Load(), d.closed.Load())
 	}
 }
+
+func TestArgumentsAreDetachedFromTheLeader(t *testing.T) {
+	g := newGate()
+	d := &fakeDriver{onQuery: func(ctx context.Context, _ string, args []driver.NamedValue) (driver.Rows, error) {
+		if err := g.wait(ctx); err != nil {
+			return nil, err
+		}
+		b := args[0].Value.([]byte)
+		return oneRow(append([]byte(nil), b...)), nil
+	}}
+	db, s := openFake(t, d)
+	const q = "SELECT b FROM items WHERE b = $1"
+	arg := []byte("alpha")
+	ctx, cancel := context.WithCancel(context.Background())
+	leader := make(chan error, 1)
+	go func() {
+		var b []byte
+		leader <- db.QueryRowContext(ctx, q, arg).Scan(&b)
+	}()
+	waitFor(t, "leader", func() bool { return s.Stats().Waiting == 1 })
+	follower := make(chan string, 1)
+	go func() {
+		var b []byte
+		_ = db.QueryRow(q, []byte("alpha")).Scan(&b)
+		follower <- string(b)
+	}()
+	waitFor(t, "follower", func() bool { return s.Stats().Waiting == 2 })
+	cancel()
+	<-leader
+	copy(arg, "XXXXX") // the leader reuses its buffer after leaving
+	close(g.ch)
+	if got := <-follower; got != "alpha" {
+		t.Fatalf("follower got %q: the origin used the leader's reused buffer", got)
+	}
+}

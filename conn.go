@@ -358,7 +358,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.s.stats.queries.Add(1)
 	r := sqlscan.Scan(query)
-	run := func(ctx context.Context, rc driver.Conn) (driver.Rows, error) { return queryOn(ctx, rc, query, args) }
+	run := func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
+		return queryOn(ctx, rc, query, args)
+	}
 	return c.query(ctx, r, args, run)
 }
 
@@ -373,16 +375,16 @@ func (c *conn) query(ctx context.Context, r *sqlscan.Result, args []driver.Named
 	}
 	c.s.stats.bypass(reason)
 	c.s.logBypass(ctx, r, reason)
-	return c.pass(ctx, r, run)
+	return c.pass(ctx, r, run, args)
 }
 
 // pass runs a statement on the real connection and records its effects.
-func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc) (driver.Rows, error) {
+func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
 	rc, err := c.use(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := run(ctx, rc)
+	rows, err := run(ctx, rc, args)
 	if err == driver.ErrSkip {
 		return nil, err
 	}
@@ -394,7 +396,8 @@ func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc) (driver
 	return newPassRows(c, rows, r), nil
 }
 
-type runFunc func(ctx context.Context, rc driver.Conn) (driver.Rows, error)
+// runFunc runs a read with args on the real connection rc.
+type runFunc func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error)
 
 // record applies what the statements of r did to the connection: they began
 // or ended a transaction, changed session state, or wrote tables. failed

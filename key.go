@@ -232,3 +232,156 @@ func fingerprint(normalized string) string {
 	h.Write([]byte(normalized))
 	return strconv.FormatUint(h.Sum64(), 16)
 }
+
+// detachArgs returns a deep copy of args that shares no mutable memory with
+// the caller, for an origin query that may outlive its caller (a leader that
+// left, a background refresh): a caller that reuses its []byte after leaving
+// must not change what the origin sends, nor what its result is keyed by.
+// It reports false if some argument cannot be copied (unexported pointers,
+// functions): such a statement must not share.
+func detachArgs(args []driver.NamedValue) ([]driver.NamedValue, bool) {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		out[i] = a
+		switch v := a.Value.(type) {
+		case nil, int64, float64, bool, string, time.Time:
+			continue
+		case []byte:
+			if v != nil {
+				out[i].Value = append(make([]byte, 0, len(v)), v...)
+			}
+			continue
+		}
+		c, ok := detachValue(reflect.ValueOf(a.Value), 0)
+		if !ok {
+			return nil, false
+		}
+		out[i].Value = c.Interface()
+	}
+	return out, true
+}
+
+// detachValue deep-copies v. Values without references (numbers, strings,
+// structs of them, time.Time) are copied by assignment; slices, maps and
+// pointers are copied element by element.
+func detachValue(v reflect.Value, depth int) (reflect.Value, bool) {
+	if depth > 16 {
+		return v, false
+	}
+	t := v.Type()
+	if !hasReferences(t) {
+		c := reflect.New(t).Elem()
+		c.Set(v)
+		return c, true
+	}
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.IsNil() {
+			return reflect.Zero(t), true
+		}
+		c := reflect.MakeSlice(t, v.Len(), v.Len())
+		for i := range v.Len() {
+			e, ok := detachValue(v.Index(i), depth+1)
+			if !ok {
+				return v, false
+			}
+			c.Index(i).Set(e)
+		}
+		return c, true
+	case reflect.Array:
+		c := reflect.New(t).Elem()
+		for i := range v.Len() {
+			e, ok := detachValue(v.Index(i), depth+1)
+			if !ok {
+				return v, false
+			}
+			c.Index(i).Set(e)
+		}
+		return c, true
+	case reflect.Map:
+		if v.IsNil() {
+			return reflect.Zero(t), true
+		}
+		c := reflect.MakeMapWithSize(t, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			k, ok := detachValue(it.Key(), depth+1)
+			if !ok {
+				return v, false
+			}
+			e, ok := detachValue(it.Value(), depth+1)
+			if !ok {
+				return v, false
+			}
+			c.SetMapIndex(k, e)
+		}
+		return c, true
+	case reflect.Pointer:
+		if v.IsNil() {
+			return reflect.Zero(t), true
+		}
+		e, ok := detachValue(v.Elem(), depth+1)
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(t.Elem())
+		c.Elem().Set(e)
+		return c, true
+	case reflect.Interface:
+		if v.IsNil() {
+			return reflect.Zero(t), true
+		}
+		e, ok := detachValue(v.Elem(), depth+1)
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(t).Elem()
+		c.Set(e)
+		return c, true
+	case reflect.Struct:
+		c := reflect.New(t).Elem()
+		for i := range v.NumField() {
+			if !t.Field(i).IsExported() {
+				return v, false // cannot copy what it points to
+			}
+			e, ok := detachValue(v.Field(i), depth+1)
+			if !ok {
+				return v, false
+			}
+			c.Field(i).Set(e)
+		}
+		return c, true
+	}
+	return v, false
+}
+
+var referenceFree sync.Map // reflect.Type → bool
+
+// hasReferences reports whether a value of type t may point to memory that
+// a copy by assignment would share (time.Time's *Location is immutable).
+func hasReferences(t reflect.Type) bool {
+	if r, ok := referenceFree.Load(t); ok {
+		return !r.(bool)
+	}
+	var refs bool
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+	case reflect.Array:
+		refs = hasReferences(t.Elem())
+	case reflect.Struct:
+		if t == timeType {
+			break
+		}
+		for i := range t.NumField() {
+			if hasReferences(t.Field(i).Type) {
+				refs = true
+				break
+			}
+		}
+	default:
+		refs = true
+	}
+	referenceFree.Store(t, !refs)
+	return refs
+}

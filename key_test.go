@@ -84,3 +84,28 @@ func TestUnencodableArgsDoNotShare(t *testing.T) {
 		t.Error("a pointer cycle encoded")
 	}
 }
+
+func TestDetachArgsCopiesEverything(t *testing.T) {
+	b := []byte("abc")
+	ints := []int32{1, 2}
+	n := 5
+	named := map[string]any{"a": []byte("x")}
+	type wrapper struct{ B []byte }
+	args := []driver.NamedValue{arg(b), arg(ints), arg(&n), arg(named), arg(wrapper{B: []byte("w")}), arg(pgx.QueryExecModeExec)}
+	before, _ := appendKey(nil, 1, "q", args)
+	out, ok := detachArgs(args)
+	if !ok {
+		t.Fatal("not detachable")
+	}
+	b[0], ints[0], n = 'X', 9, 6
+	named["a"].([]byte)[0] = 'Y'
+	args[4].Value.(wrapper).B[0] = 'Z'
+	after, _ := appendKey(nil, 1, "q", out)
+	if string(before) != string(after) {
+		t.Fatal("the copy changed with the caller's memory")
+	}
+	type hidden struct{ p *int }
+	if _, ok := detachArgs([]driver.NamedValue{arg(hidden{&n})}); ok {
+		t.Error("an unexported pointer was detached")
+	}
+}
