@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,10 +16,12 @@ import (
 
 // A flight is one origin execution of a key, shared by every caller that
 // joins it while it runs. Fields below done are written once, before done is
-// closed; waiters, leaderLeft and handoff are guarded by flightGroup.mu.
+// closed; waiters, leaderLeft, finished and handoff are guarded by
+// flightGroup.mu.
 type flight struct {
 	key    string
 	seq    uint64 // epoch sequence when the flight started
+	fills  bool   // its result goes to the cache: it runs on when nobody waits
 	done   chan struct{}
 	cancel context.CancelCauseFunc
 
@@ -48,12 +51,25 @@ var (
 	errNotShared = errors.New("sqlflight: result not shared")
 )
 
-// share runs a read through the key's flight: it joins a flight started
-// after the last write to the tables it reads, or leads a new one whose
-// origin query runs on c's real connection, detached from ctx. Each caller
-// gets its own cursor over the shared result and may leave on its own
-// context at any time.
-func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Policy, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+// read is one shareable read on its way through the Shield.
+type read struct {
+	c      *conn
+	query  string // the SQL text, for background refreshes
+	r      *sqlscan.Result
+	plan   plan
+	args   []driver.NamedValue // detached from the caller
+	run    runFunc
+	key    string
+	tables []string
+	known  bool
+}
+
+// share serves a read from the cache when it holds a usable entry, else
+// through the key's flight: it joins a flight started after the last write
+// to the tables it reads, or leads a new one whose origin query runs on c's
+// real connection, detached from ctx. Each caller gets its own cursor over
+// the shared result and may leave on its own context at any time.
+func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Result, p plan, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
 	key, ok := appendKey(nil, c.sc.id, r.Normalized, args)
 	if !ok {
 		s.stats.bypass(bypassArgs)
@@ -65,38 +81,100 @@ func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Poli
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, r, run, args)
 	}
-	k := string(key)
-	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(k, time.Now()) {
+	rd := &read{c: c, query: query, r: r, plan: p, args: detached, run: run, key: string(key), tables: r.Tables, known: r.TablesKnown}
+	if p.pol.Tables != nil {
+		rd.tables, rd.known = p.pol.Tables, true
+	}
+
+	var st *store
+	var old *entry // an expired entry, served if the origin fails (stale-if-error)
+	if p.cache {
+		if st = s.cache(); st != nil {
+			rows, e := s.lookup(st, rd)
+			if rows != nil {
+				return rows, nil
+			}
+			old = e
+			s.stats.misses.Add(1)
+		}
+	}
+	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(rd.key, time.Now()) {
 		s.stats.bypass(bypassTooLarge)
 		return c.pass(ctx, r, run, args)
 	}
-	tables, known := r.Tables, r.TablesKnown
-	if pol.Tables != nil {
-		tables, known = pol.Tables, true
+	if p.pol.NoCoalesce {
+		s.stats.bypass(bypassPolicy)
+		return c.pass(ctx, r, run, args)
 	}
+	rows, err := s.fly(ctx, rd, st)
+	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedSince(old.seq, rd.tables, rd.known) &&
+		s.opts.Clock.Now().Before(old.last) {
+		s.stats.staleIfError.Add(1)
+		s.log.Warn("sqlflight: serving a stale result: the query to refresh it failed",
+			"error", err, "fingerprint", fingerprint(r.Normalized), "name", p.pol.Name)
+		return newReplay(old.res), nil
+	}
+	return rows, err
+}
+
+// lookup returns rows over a usable cached entry (fresh, or stale while one
+// background refresh runs), or nil and the expired entry if there is one.
+func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
+	e := st.get(rd.key)
+	if e == nil {
+		return nil, nil
+	}
+	if !s.epochs.unchangedSince(e.seq, rd.tables, rd.known) {
+		st.del(rd.key) // computed before a write to its tables
+		return nil, nil
+	}
+	now := s.opts.Clock.Now()
+	switch e.at(now) {
+	case fresh:
+		if e.empty {
+			s.stats.negHits.Add(1)
+		} else {
+			s.stats.freshHits.Add(1)
+		}
+		if earlyRefresh(now, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+			s.refresh(st, rd, e, now)
+		}
+		return newReplay(e.res), nil
+	case stale:
+		s.stats.staleHits.Add(1)
+		s.refresh(st, rd, e, now)
+		return newReplay(e.res), nil
+	}
+	return nil, e
+}
+
+// fly runs the read through the key's flight.
+func (s *Shield) fly(ctx context.Context, rd *read, st *store) (driver.Rows, error) {
+	c := rd.c
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(k, &s.epochs, tables, known)
+		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, st != nil)
 		if lead {
 			s.stats.flights.Add(1)
-			if err := s.launch(ctx, c, f, pol, run, detached); err != nil {
+			if err := c.lendToOrigin(ctx); err != nil {
 				// Followers that joined meanwhile start over.
-				s.finish(f, nil, errLeaderGone, nil, nil, nil, nil)
+				s.finish(f, nil, errLeaderGone, nil)
 				return nil, err
 			}
+			s.launch(ctx, f, rd, st, vconnLink{c})
 		} else {
 			s.stats.followers.Add(1)
 		}
-		rows, err := s.await(ctx, f, lead, pol.Wait)
+		rows, err := s.await(ctx, f, lead, rd.plan.pol.Wait)
 		switch {
 		case err == nil:
 			return rows, nil
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypass(bypassPolicy)
-			return c.pass(ctx, r, run, args)
+			return c.pass(ctx, rd.r, rd.run, rd.args)
 		case errors.Is(err, errNotShared):
 			s.stats.bypass(bypassTooLarge)
-			return c.pass(ctx, r, run, args)
+			return c.pass(ctx, rd.r, rd.run, rd.args)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
 		case errors.Is(err, errRetry):
@@ -106,7 +184,9 @@ func (s *Shield) share(ctx context.Context, c *conn, r *sqlscan.Result, pol Poli
 	}
 }
 
-func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool) (*flight, bool) {
+// joinOrLead joins the key's flight if it started after the last write to
+// tables, or starts a new one.
+func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known, fills bool) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f := g.m[key]; f != nil && e.unchangedSince(f.seq, tables, known) {
@@ -115,17 +195,55 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 	}
 	// A flight older than a write to its tables stays out of the map (its
 	// own waiters still get its result); a new one replaces it.
-	f := &flight{key: key, seq: e.now(), done: make(chan struct{}), waiters: 1}
+	f := &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1}
 	g.m[key] = f
 	return f, true
 }
 
-// launch starts the origin query of f on c's real connection, on a context
-// that keeps ctx's values but not its cancellation, bounded by the timeout.
-func (s *Shield) launch(ctx context.Context, c *conn, f *flight, pol Policy, run runFunc, args []driver.NamedValue) error {
-	if err := c.lendToOrigin(ctx); err != nil {
-		return err
+// startRefresh starts a flight with no waiter for a background refresh,
+// unless the key already has one that can be joined.
+func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool) (*flight, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.m[key]; f != nil && e.unchangedSince(f.seq, tables, known) {
+		return nil, false
 	}
+	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
+	g.m[key] = f
+	return f, true
+}
+
+// refresh starts one background refresh of e, unless one runs or a failed
+// one asked to wait.
+func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
+	if now.UnixNano() < e.retryAt.Load() {
+		return
+	}
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known)
+	if !ok {
+		return
+	}
+	s.stats.refreshes.Add(1)
+	// Not on the caller's connection: a cache hit never holds one.
+	bg := *rd
+	bg.run = func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
+		return queryOn(ctx, rc, rd.query, args)
+	}
+	bg.plan.onFailure = func(err error) {
+		s.stats.refreshFailures.Add(1)
+		n := e.failures.Add(1)
+		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
+		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
+		s.log.Warn("sqlflight: background refresh failed; serving the stale result",
+			"error", err, "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
+	}
+	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s})
+}
+
+// launch starts the origin query of f on a context that keeps ctx's values
+// but not its cancellation, bounded by the timeout.
+func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link) {
+	pol := rd.plan.pol
 	timeout := pol.Timeout
 	if timeout <= 0 {
 		timeout = s.opts.OriginTimeout
@@ -135,26 +253,69 @@ func (s *Shield) launch(ctx context.Context, c *conn, f *flight, pol Policy, run
 	f.cancel = cancel
 	lim := limits{rows: pol.MaxRows, bytes: pol.MaxBytes}
 	if lim.rows <= 0 {
-		lim.rows = s.opts.MaxRows
+		lim.rows = s.opts.MaxResultRows
 	}
 	if lim.bytes <= 0 {
-		lim.bytes = s.opts.MaxBytes
+		lim.bytes = s.opts.MaxResultBytes
 	}
 	s.stats.inFlight.Add(1)
-	go s.origin(octx, cancel, timer, c, f, lim, run, args)
-	return nil
+	go s.origin(octx, cancel, timer, f, rd, st, lim, l)
 }
 
-// origin runs in its own goroutine: query, materialize, publish. A panic or
-// runtime.Goexit anywhere in it fails the flight's waiters with
+// A link lends an origin query a real connection.
+type link interface {
+	conn(ctx context.Context) (driver.Conn, error)
+	// release gives the connection back; handoff says rows still read
+	// from it for the leader.
+	release(broken, handoff bool)
+	// leader is the connection whose caller may take a handoff, or nil.
+	leader() *conn
+}
+
+// vconnLink is the leader's own virtual connection.
+type vconnLink struct{ c *conn }
+
+func (l vconnLink) conn(ctx context.Context) (driver.Conn, error) { return l.c.originConn(ctx) }
+func (l vconnLink) leader() *conn                                  { return l.c }
+func (l vconnLink) release(broken, handoff bool) {
+	if handoff {
+		l.c.openRows.Add(1) // the leader's rows go on reading from it
+	}
+	l.c.giveBack(broken)
+}
+
+// poolLink is a connection of the scope's own, for background refreshes.
+type poolLink struct {
+	sc *scope
+	s  *Shield
+	rc driver.Conn
+}
+
+func (l *poolLink) leader() *conn { return nil }
+
+func (l *poolLink) conn(ctx context.Context) (driver.Conn, error) {
+	rc, err := l.sc.spare.get(ctx, l.s)
+	l.rc = rc
+	return rc, err
+}
+
+func (l *poolLink) release(broken, _ bool) {
+	if l.rc != nil {
+		l.sc.spare.put(l.rc, broken, l.s)
+	}
+}
+
+// origin runs in its own goroutine: query, materialize, fill, publish. A
+// panic or runtime.Goexit anywhere in it fails the flight's waiters with
 // ErrOriginPanicked and leaves no flight behind.
-func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, c *conn, f *flight, lim limits, run runFunc, args []driver.NamedValue) {
+func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link) {
 	var (
 		res     *result
 		handoff *replay
 		err     error
 		broken  bool
 		normal  bool
+		filled  bool
 	)
 	defer func() {
 		if !normal {
@@ -166,7 +327,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			}
 			s.stats.panics.Add(1)
 			s.log.Error("sqlflight: origin query panicked", "panic", r)
-			broken, res, handoff = true, nil, nil
+			broken, res, handoff, filled = true, nil, nil, false
 		}
 		if handoff == nil {
 			timer.Stop()
@@ -174,21 +335,33 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		if err != nil {
 			s.stats.originErrors.Add(1)
+			if rd.plan.onFailure != nil {
+				rd.plan.onFailure(err)
+			}
 		}
 		if handoff != nil {
-			// The leader's rows keep reading from the real connection.
-			c.openRows.Add(1)
+			lc := l.leader()
+			handoff.release = func() {
+				cancel(nil)
+				lc.openRows.Add(-1)
+			}
 		}
-		c.giveBack(broken)
+		l.release(broken, handoff != nil)
+		if filled {
+			// The store applies puts later: the flight stays joinable
+			// until the entry shows, so no caller falls in between.
+			st.wait()
+		}
 		s.stats.inFlight.Add(-1)
-		s.finish(f, res, err, handoff, timer, cancel, c)
+		s.finish(f, res, err, handoff)
 	}()
 
-	rc, err := c.originConn(ctx)
+	start := time.Now()
+	rc, err := l.conn(ctx)
 	if err == nil {
 		s.stats.originExecs.Add(1)
 		var rows driver.Rows
-		rows, err = run(ctx, rc, args)
+		rows, err = rd.run(ctx, rc, rd.args)
 		if err == nil {
 			res, handoff, err = materialize(rows, lim)
 		}
@@ -199,12 +372,35 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		broken = errors.Is(err, driver.ErrBadConn)
 	}
+	if handoff != nil && l.leader() == nil {
+		// Nobody to hand an unshareable result to: read no further.
+		err = errNotShared
+		_ = handoff.Close()
+		handoff = nil
+	}
+	if res != nil && st != nil && f.fills {
+		filled = s.fill(st, f, rd, res, time.Since(start))
+	}
 	normal = true
+}
+
+// fill stores res unless a write to its tables happened since its flight
+// started (its waiters still get it).
+func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) bool {
+	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
+		return false
+	}
+	now := s.opts.Clock.Now()
+	e := &entry{key: rd.key, res: res, empty: res.empty(), delta: delta, seq: f.seq, tables: rd.tables, known: rd.known}
+	e.soft, e.hard, e.last = s.deadlines(now, rd.plan.pol, e.empty)
+	st.put(e, now)
+	s.stats.fills.Add(1)
+	return true
 }
 
 // finish publishes the outcome of f to its waiters and removes it from the
 // group. An unshared result goes to the leader if it still waits.
-func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, timer *time.Timer, cancel context.CancelCauseFunc, c *conn) {
+func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	g := &s.flights
 	g.mu.Lock()
 	if g.m[f.key] == f {
@@ -216,11 +412,6 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, time
 		f.notShared = true
 		s.stats.tooLarge.Add(1)
 		s.tooLarge.add(f.key, time.Now(), tooLargeMemory)
-		timer.Stop()
-		handoff.release = func() {
-			cancel(nil)
-			c.openRows.Add(-1)
-		}
 		h := mirrorRows(handoff, handoff.res.mask)
 		if f.leaderLeft {
 			orphan = h
@@ -285,7 +476,7 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 // leave takes a waiter off f and reports true; if f already finished it
 // reports false and the caller takes the result after all (so that a leader
 // never leaves a handoff behind). The last waiter to leave cancels the
-// origin: nobody needs its result.
+// origin, unless its result goes to the cache.
 func (s *Shield) leave(f *flight, lead bool) bool {
 	g := &s.flights
 	g.mu.Lock()
@@ -297,7 +488,7 @@ func (s *Shield) leave(f *flight, lead bool) bool {
 	if lead {
 		f.leaderLeft = true
 	}
-	if f.waiters == 0 {
+	if f.waiters == 0 && !f.fills {
 		if g.m[f.key] == f {
 			delete(g.m, f.key)
 		}

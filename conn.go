@@ -361,17 +361,18 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	run := func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
 		return queryOn(ctx, rc, query, args)
 	}
-	return c.query(ctx, r, args, run)
+	return c.query(ctx, query, r, args, run)
 }
 
-// query routes one read: shared through a flight, or passed through.
-func (c *conn) query(ctx context.Context, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
-	reason, pol, err := c.s.route(ctx, c, r)
+// query routes one read: shared through the cache and flights, or passed
+// through.
+func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+	reason, p, err := c.s.route(ctx, c, r)
 	if err != nil {
 		return nil, err
 	}
 	if reason == "" {
-		return c.s.share(ctx, c, r, pol, args, run)
+		return c.s.share(ctx, c, query, r, p, args, run)
 	}
 	c.s.stats.bypass(reason)
 	c.s.logBypass(ctx, r, reason)
@@ -572,43 +573,69 @@ const (
 	bypassBadAnnotation = "bad annotation"
 )
 
-// route decides whether a read on c may share, and under which policy. A
+// plan is how a shareable read goes: its policy, and whether its result
+// may be cached.
+type plan struct {
+	pol   Policy
+	cache bool
+	// onFailure, when set, hears of a failed origin (background refreshes).
+	onFailure func(error)
+}
+
+// beta is the XFetch factor of the plan's policy (default 1, off below 0).
+func (p *plan) beta() float64 {
+	switch b := p.pol.Beta; {
+	case b == 0:
+		return 1
+	case b < 0:
+		return 0
+	default:
+		return b
+	}
+}
+
+// route decides whether a read on c may share, and under which plan. A
 // non-empty reason means "pass it through"; an error (only under
 // Options.Strict) fails the statement.
-func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string, Policy, error) {
+func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string, plan, error) {
 	a, err := s.annotationOf(r)
 	if err != nil {
-		return "", Policy{}, err
+		return "", plan{}, err
 	}
 	switch {
 	case a == nil && r.HasAnnotation:
-		return bypassBadAnnotation, Policy{}, nil
+		return bypassBadAnnotation, plan{}, nil
 	case c.inTx():
-		return bypassTx, Policy{}, nil
+		return bypassTx, plan{}, nil
 	case c.tainted:
-		return bypassSession, Policy{}, nil
+		return bypassSession, plan{}, nil
 	case !r.ReadOnly:
-		return bypassWrite, Policy{}, nil
+		return bypassWrite, plan{}, nil
 	case r.Verdict == sqlscan.Never:
-		return bypassNotShareable, Policy{}, nil
+		return bypassNotShareable, plan{}, nil
 	case c.openRows.Load() > 0:
-		return bypassBusy, Policy{}, nil
+		return bypassBusy, plan{}, nil
 	}
-	pol, optIn := s.opts.Default, false
-	if cp, ok := ctx.Value(policyKey{}).(*Policy); ok {
-		pol, optIn = *cp, cp.Coalesce || cp.Soft > 0
-	}
+	pol, explicit := s.basePolicy(ctx, r.Tables, r.Normalized)
+	optIn := explicit && (pol.Coalesce || pol.Soft > 0)
+	explicitTTL := false
 	if a != nil {
 		pol = a.merge(pol)
 		optIn = optIn || a.set&(setCoalesce|setSoft) != 0
+		explicitTTL = a.set&setSoft != 0
 	}
+	// Time-dependent results, and those of functions the scanner cannot
+	// vouch for, are cached only under a TTL the statement itself states.
+	p := plan{pol: pol, cache: pol.Soft > 0 && !pol.NoCache && (r.Verdict == sqlscan.Shareable || explicitTTL)}
 	switch {
-	case pol.Off || pol.NoCoalesce:
-		return bypassPolicy, pol, nil
+	case pol.Off:
+		return bypassPolicy, p, nil
+	case pol.NoCoalesce && !p.cache:
+		return bypassPolicy, p, nil
 	case r.Verdict == sqlscan.OptIn && !optIn && !c.sc.vouch(ctx, c, r.Unknown):
-		return bypassNotShareable, pol, nil
+		return bypassNotShareable, p, nil
 	}
-	return "", pol, nil
+	return "", p, nil
 }
 
 // logBypass says at debug level, once per statement and reason, why a read

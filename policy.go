@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,8 @@ import (
 // shareable statements, caches nothing and takes every limit from Options.
 //
 // Precedence: the statement's annotation, then a context policy
-// (WithPolicy), then Options.Default. Annotations override field by field.
+// (WithPolicy), then the first matching rule of Options.Rules, then
+// Options.Default. Annotations override field by field.
 type Policy struct {
 	// Soft is the fresh window of a cached result; zero caches nothing.
 	Soft time.Duration
@@ -281,8 +283,12 @@ func (a *annotation) merge(base Policy) Policy {
 	if a.set&setName != 0 {
 		p.Name = a.p.Name
 	}
+	// An annotation that asks for sharing outranks a lower layer's "don't".
+	if a.set&setSoft != 0 && a.p.Soft > 0 {
+		p.NoCache, p.Off = false, false
+	}
 	if a.set&setCoalesce != 0 {
-		p.Coalesce, p.NoCoalesce = true, false
+		p.Coalesce, p.NoCoalesce, p.Off = true, false, false
 	}
 	if a.set&setNoCoalesce != 0 {
 		p.NoCoalesce, p.Coalesce = true, false
@@ -325,4 +331,65 @@ func parseAnnotationCached(text string) (annotation, error) {
 	annotationMemo.m[text] = annotationResult{a, err}
 	annotationMemo.Unlock()
 	return a, err
+}
+
+// A Rule gives a policy to the statements it matches, like a ProxySQL query
+// rule: every condition that is set must hold. Rules sit below annotations
+// and context policies and above Options.Default; the first match wins.
+type Rule struct {
+	// Tables matches statements that read any of these tables (compared
+	// without regard to case or schema).
+	Tables []string
+	// Match matches the statement's normalized text (comments removed,
+	// whitespace folded).
+	Match *regexp.Regexp
+	// Policy is what a matching statement gets.
+	Policy Policy
+}
+
+func (r *Rule) matches(tables []string, normalized string) bool {
+	if r.Match != nil && !r.Match.MatchString(normalized) {
+		return false
+	}
+	if len(r.Tables) == 0 {
+		return r.Match != nil
+	}
+	for _, want := range r.Tables {
+		if i := strings.LastIndexByte(want, '.'); i >= 0 {
+			want = want[i+1:]
+		}
+		for _, t := range tables {
+			if strings.EqualFold(t, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// basePolicy is the policy below the annotation: the context's, else the
+// first matching rule's, else the default. explicit says it came from the
+// context (an opt-in for unknown functions).
+func (s *Shield) basePolicy(ctx context.Context, tables []string, normalized string) (p Policy, explicit bool) {
+	if cp, ok := ctx.Value(policyKey{}).(*Policy); ok {
+		return *cp, true
+	}
+	for i := range s.opts.Rules {
+		if r := &s.opts.Rules[i]; r.matches(tables, normalized) {
+			return r.Policy, false
+		}
+	}
+	return s.opts.Default, false
+}
+
+// WithTTL is WithPolicy for the common case: cache for soft, serve stale
+// while refreshing until hard.
+func WithTTL(ctx context.Context, soft, hard time.Duration) context.Context {
+	return WithPolicy(ctx, Policy{Soft: soft, Hard: hard})
+}
+
+// WithoutSharing is WithPolicy{Off: true}: the context's statements go
+// straight to the database.
+func WithoutSharing(ctx context.Context) context.Context {
+	return WithPolicy(ctx, Policy{Off: true})
 }

@@ -30,14 +30,14 @@ func TestParseAnnotation(t *testing.T) {
 	}
 
 	for text, check := range map[string]func(Policy) bool{
-		"ttl=1m":           func(p Policy) bool { return p.Soft == time.Minute && p.Hard == time.Minute },
-		"jitter=0%":        func(p Policy) bool { return p.Jitter < 0 },
-		"beta=0":           func(p Policy) bool { return p.Beta < 0 },
-		"maxbytes=8MiB":    func(p Policy) bool { return p.MaxBytes == 8<<20 },
-		"maxbytes=1000":    func(p Policy) bool { return p.MaxBytes == 1000 },
-		"off":              func(p Policy) bool { return p.Off },
-		"nocache":          func(p Policy) bool { return p.NoCache },
-		"nocoalesce":       func(p Policy) bool { return p.NoCoalesce },
+		"ttl=1m":              func(p Policy) bool { return p.Soft == time.Minute && p.Hard == time.Minute },
+		"jitter=0%":           func(p Policy) bool { return p.Jitter < 0 },
+		"beta=0":              func(p Policy) bool { return p.Beta < 0 },
+		"maxbytes=8MiB":       func(p Policy) bool { return p.MaxBytes == 8<<20 },
+		"maxbytes=1000":       func(p Policy) bool { return p.MaxBytes == 1000 },
+		"off":                 func(p Policy) bool { return p.Off },
+		"nocache":             func(p Policy) bool { return p.NoCache },
+		"nocoalesce":          func(p Policy) bool { return p.NoCoalesce },
 		"  soft=1s\thard=2s ": func(p Policy) bool { return p.Soft == time.Second && p.Hard == 2*time.Second },
 	} {
 		a, err := parseAnnotation(text)
@@ -63,16 +63,19 @@ func TestAnnotationOverridesContextOverridesDefault(t *testing.T) {
 	s := New(Options{Default: Policy{MaxRows: 10, Wait: time.Second}})
 	c := &conn{s: s}
 	r := scanFor(t, "/* sqlflight: maxrows=3 */ SELECT n FROM items")
-	_, p, err := s.route(context.Background(), c, r)
+	_, pl, err := s.route(context.Background(), c, r)
+	p := pl.pol
 	if err != nil || p.MaxRows != 3 || p.Wait != time.Second {
 		t.Fatalf("annotation over default: %+v %v", p, err)
 	}
 	ctx := WithPolicy(context.Background(), Policy{MaxRows: 7, Wait: 2 * time.Second})
-	_, p, _ = s.route(ctx, c, r)
+	_, pl, _ = s.route(ctx, c, r)
+	p = pl.pol
 	if p.MaxRows != 3 || p.Wait != 2*time.Second {
 		t.Fatalf("annotation over context: %+v", p)
 	}
-	_, p, _ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"))
+	_, pl, _ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"))
+	p = pl.pol
 	if p.MaxRows != 7 {
 		t.Fatalf("context over default: %+v", p)
 	}

@@ -54,14 +54,10 @@ type resultSet struct {
 	names []string
 	cols  []column
 	vals  []driver.Value
+	n     int // rows (a result may have rows of no column)
 }
 
-func (rs *resultSet) rows() int {
-	if len(rs.names) == 0 {
-		return 0
-	}
-	return len(rs.vals) / len(rs.names)
-}
+func (rs *resultSet) rows() int { return rs.n }
 
 // result is an immutable materialized result: every result set, the shape of
 // the parent rows, and an estimate of its size in memory.
@@ -69,6 +65,16 @@ type result struct {
 	sets  []resultSet
 	mask  uint16
 	bytes int64
+}
+
+// empty reports whether the result has no row in any result set.
+func (r *result) empty() bool {
+	for i := range r.sets {
+		if r.sets[i].n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type limits struct {
@@ -105,6 +111,7 @@ func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, er
 				res.bytes += n
 			}
 			rs.vals = append(rs.vals, dest...)
+			rs.n++
 			if !shareable || total > lim.rows || res.bytes > lim.bytes {
 				res.sets = append(res.sets, rs)
 				return nil, &replay{res: res, tail: rows}, nil

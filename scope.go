@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -28,6 +29,8 @@ type scope struct {
 
 	postgres   bool            // the parent is pgx: function volatility can be looked up
 	volatility map[string]byte // pg_proc.provolatile by function name, '?' when absent
+
+	spare spareConns // real connections for background refreshes
 }
 
 func (s *Shield) newScope() *scope { return &scope{id: s.scopeSeq.Add(1)} }
@@ -51,6 +54,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		}
 		ch := make(chan struct{})
 		sc.probing = ch
+		sc.spare.setOpen(open)
 		sc.mu.Unlock()
 
 		rc, err := open(ctx)
@@ -170,4 +174,70 @@ func (sc *scope) known(names []string) (safe, missing bool) {
 func (sc *scope) vouched(names []string) bool {
 	safe, _ := sc.known(names)
 	return safe
+}
+
+// spareConns are the scope's real connections that belong to no virtual
+// one: background refreshes run on them, so that a cache hit never opens or
+// holds a connection of its caller. One idle connection is kept for a while.
+type spareConns struct {
+	mu    sync.Mutex
+	open  func(context.Context) (driver.Conn, error)
+	idle  driver.Conn
+	timer *time.Timer
+}
+
+// spareIdle is how long an idle spare connection is kept.
+const spareIdle = 30 * time.Second
+
+func (p *spareConns) setOpen(open func(context.Context) (driver.Conn, error)) {
+	p.mu.Lock()
+	if p.open == nil {
+		p.open = open
+	}
+	p.mu.Unlock()
+}
+
+func (p *spareConns) get(ctx context.Context, s *Shield) (driver.Conn, error) {
+	p.mu.Lock()
+	if rc := p.idle; rc != nil {
+		p.idle = nil
+		p.timer.Stop()
+		p.mu.Unlock()
+		return rc, nil
+	}
+	open := p.open
+	p.mu.Unlock()
+	rc, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.stats.realOpened.Add(1)
+	s.stats.realConns.Add(1)
+	return rc, nil
+}
+
+func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
+	p.mu.Lock()
+	if !broken && p.idle == nil {
+		p.idle = rc
+		p.timer = time.AfterFunc(spareIdle, func() { p.closeIdle(rc, s) })
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	s.stats.realConns.Add(-1)
+	_ = rc.Close()
+}
+
+// closeIdle closes rc if it is still the idle connection.
+func (p *spareConns) closeIdle(rc driver.Conn, s *Shield) {
+	p.mu.Lock()
+	if p.idle != rc {
+		p.mu.Unlock()
+		return
+	}
+	p.idle = nil
+	p.mu.Unlock()
+	s.stats.realConns.Add(-1)
+	_ = rc.Close()
 }

@@ -28,9 +28,10 @@ var (
 
 // Defaults of Options.
 const (
-	DefaultMaxRows       = 10_000
-	DefaultMaxBytes      = 8 << 20
-	DefaultOriginTimeout = 30 * time.Second
+	DefaultMaxResultRows  = 10_000
+	DefaultMaxResultBytes = 8 << 20
+	DefaultOriginTimeout  = 30 * time.Second
+	DefaultMaxBytes       = 64 << 20
 	// tooLargeMemory is how long a key whose result was too large to share
 	// goes straight to the database without forming a flight.
 	tooLargeMemory = 30 * time.Second
@@ -44,12 +45,34 @@ type Options struct {
 	// statements and caches nothing.
 	Default Policy
 
-	// MaxRows and MaxBytes bound a result that may be shared; larger results
-	// go to their own caller only, and the key bypasses sharing for a while.
-	// Zero means DefaultMaxRows and DefaultMaxBytes. Annotations (maxrows=,
-	// maxbytes=) and policies override them per statement.
-	MaxRows  int
-	MaxBytes int64
+	// Rules configure statements by the tables they read or by their
+	// normalized text, below annotations and context policies and above
+	// Default; the first rule that matches wins.
+	Rules []Rule
+
+	// MaxResultRows and MaxResultBytes bound a result that may be shared;
+	// larger results go to their own caller only, and the key bypasses
+	// sharing for a while. Zero means DefaultMaxResultRows and
+	// DefaultMaxResultBytes. Annotations (maxrows=, maxbytes=) and policies
+	// override them per statement.
+	MaxResultRows  int
+	MaxResultBytes int64
+
+	// MaxBytes bounds the in-process result cache (estimated bytes); zero
+	// means DefaultMaxBytes. NegMaxBytes bounds the cache of empty results
+	// apart from it, so that lookups of missing keys cannot evict useful
+	// entries; zero means MaxBytes/8.
+	MaxBytes    int64
+	NegMaxBytes int64
+
+	// MaxStale is how long past its hard deadline a cached result may still
+	// be served when the query to refresh it fails (stale-if-error); zero
+	// means the entry's own hard TTL, a negative value never.
+	MaxStale time.Duration
+
+	// Clock tells the time to the cache; nil means the system clock. Tests
+	// move a fake clock instead of sleeping.
+	Clock Clock
 
 	// OriginTimeout bounds a shared origin query, which runs detached from
 	// every caller's context. Zero means DefaultOriginTimeout.
@@ -81,6 +104,7 @@ type Shield struct {
 
 	flights flightGroup
 	epochs  epochs
+	store   store
 	stats   counters
 
 	scopeSeq atomic.Uint64
@@ -99,11 +123,20 @@ func New(opts ...Option) *Shield {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.opts.MaxRows <= 0 {
-		s.opts.MaxRows = DefaultMaxRows
+	if s.opts.MaxResultRows <= 0 {
+		s.opts.MaxResultRows = DefaultMaxResultRows
+	}
+	if s.opts.MaxResultBytes <= 0 {
+		s.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	if s.opts.MaxBytes <= 0 {
 		s.opts.MaxBytes = DefaultMaxBytes
+	}
+	if s.opts.NegMaxBytes <= 0 {
+		s.opts.NegMaxBytes = s.opts.MaxBytes / 8
+	}
+	if s.opts.Clock == nil {
+		s.opts.Clock = systemClock{}
 	}
 	if s.opts.OriginTimeout <= 0 {
 		s.opts.OriginTimeout = DefaultOriginTimeout
@@ -128,6 +161,15 @@ type Stats struct {
 	Panics           uint64 // panics and Goexits caught in the origin path
 	Invalidations    uint64 // write events that bumped table epochs
 
+	FreshHits       uint64 // cached results served fresh
+	StaleHits       uint64 // cached results served stale while a refresh runs
+	NegativeHits    uint64 // cached empty results served
+	Misses          uint64 // cacheable reads that found no usable entry
+	Fills           uint64 // results stored in the cache
+	Refreshes       uint64 // background refreshes started (stale or early)
+	RefreshFailures uint64
+	StaleIfError    uint64 // cached results served because the query to refresh them failed
+
 	// Bypasses by reason ("transaction", "session", "write", "not shareable",
 	// "policy", "arguments", "too large", "busy connection", "bad annotation").
 	BypassReasons map[string]uint64
@@ -144,6 +186,8 @@ func (s *Shield) Stats() Stats { return s.stats.snapshot() }
 type counters struct {
 	queries, bypassed, flights, followers, originExecs, originErrors atomic.Uint64
 	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
+	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
+	refreshes, refreshFailures, staleIfError                         atomic.Uint64
 	realOpened                                                       atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
@@ -172,6 +216,14 @@ func (c *counters) snapshot() Stats {
 		BadAnnotations:   c.badAnnotations.Load(),
 		Panics:           c.panics.Load(),
 		Invalidations:    c.invalidations.Load(),
+		FreshHits:        c.freshHits.Load(),
+		StaleHits:        c.staleHits.Load(),
+		NegativeHits:     c.negHits.Load(),
+		Misses:           c.misses.Load(),
+		Fills:            c.fills.Load(),
+		Refreshes:        c.refreshes.Load(),
+		RefreshFailures:  c.refreshFailures.Load(),
+		StaleIfError:     c.staleIfError.Load(),
 		BypassReasons:    map[string]uint64{},
 		Waiting:          c.waiting.Load(),
 		InFlight:         c.inFlight.Load(),

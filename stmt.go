@@ -74,7 +74,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 // QueryContext shares the statement's query like Conn.QueryContext.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.c.s.stats.queries.Add(1)
-	return s.c.query(ctx, s.scan, args, func(ctx context.Context, _ driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
+	return s.c.query(ctx, s.query, s.scan, args, func(ctx context.Context, _ driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
 		if q, ok := s.parent.(driver.StmtQueryContext); ok {
 			return q.QueryContext(ctx, args)
 		}

@@ -403,7 +403,7 @@ func TestOversizeNotShared(t *testing.T) {
 		},
 		{
 			name:  "MaxRows option",
-			opts:  []sqlflight.Option{sqlflight.Options{MaxRows: 5}},
+			opts:  []sqlflight.Option{sqlflight.Options{MaxResultRows: 5}},
 			query: `/* sqlflight: coalesce */ SELECT n, 'x' AS s FROM %s() AS g CROSS JOIN generate_series(1, 6) AS n ORDER BY n`,
 			rows:  6, rowSize: 1,
 		},

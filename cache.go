@@ -1,0 +1,251 @@
+package sqlflight
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// Clock tells the time. Options.Clock injects one; tests move a fake one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// entry is a cached result. Everything but the refresh back-off is written
+// once, before the entry is stored.
+type entry struct {
+	key    string // the full key, compared on every hit (the store keeps hashes)
+	res    *result
+	empty  bool
+	soft   time.Time // fresh until here
+	hard   time.Time // served stale (and refreshed) until here
+	last   time.Time // served when the origin fails (stale-if-error) until here
+	delta  time.Duration
+	seq    uint64 // epoch sequence when the flight that filled it started
+	tables []string
+	known  bool
+
+	retryAt  atomic.Int64 // UnixNano before which no refresh starts (after failures)
+	failures atomic.Int32
+}
+
+// entryOverhead is what an entry costs beyond its key and rows: the entry,
+// the result headers, the store's item and map slot.
+const entryOverhead = 320
+
+func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
+
+// store is the in-process L1: results on ristretto, cost in estimated bytes,
+// and empty results in a second, smaller store of their own. ristretto may
+// drop a Set (admission) and applies it later: the herd guarantees come
+// from flights, never from a Set being visible. The stores are made on
+// first use, so a Shield that never caches runs no cache goroutines.
+type store struct {
+	ready    atomic.Bool
+	mu       sync.Mutex
+	pos, neg *ristretto.Cache[string, *entry]
+	closed   bool
+	failed   bool
+}
+
+// cache returns the Shield's store, or nil if it is closed or cannot be made.
+func (s *Shield) cache() *store {
+	st := &s.store
+	if st.ready.Load() {
+		return st
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || st.failed {
+		return nil
+	}
+	if st.pos == nil {
+		pos, err := newRistretto(s.opts.MaxBytes)
+		var neg *ristretto.Cache[string, *entry]
+		if err == nil {
+			neg, err = newRistretto(s.opts.NegMaxBytes)
+		}
+		if err != nil {
+			st.failed = true
+			s.log.Error("sqlflight: result cache disabled", "error", err)
+			return nil
+		}
+		st.pos, st.neg = pos, neg
+	}
+	st.ready.Store(true)
+	return st
+}
+
+func newRistretto(maxBytes int64) (*ristretto.Cache[string, *entry], error) {
+	// About ten counters per entry of a typical 1 KiB.
+	counters := max(maxBytes/1024*10, 1000)
+	return ristretto.NewCache(&ristretto.Config[string, *entry]{
+		NumCounters: counters,
+		MaxCost:     maxBytes,
+		BufferItems: 64,
+		// Costs are bytes already, overhead included: ristretto's own
+		// per-item estimate would silently shrink the cache.
+		IgnoreInternalCost: true,
+	})
+}
+
+// get returns the entry stored under key, checking the whole key.
+func (st *store) get(key string) *entry {
+	if e, ok := st.pos.Get(key); ok && e.key == key {
+		return e
+	}
+	if e, ok := st.neg.Get(key); ok && e.key == key {
+		return e
+	}
+	return nil
+}
+
+// put stores e; the memory of the store reclaims it after e.last.
+func (st *store) put(e *entry, now time.Time) {
+	ttl := e.last.Sub(now)
+	if ttl <= 0 {
+		return
+	}
+	if e.empty {
+		st.pos.Del(e.key)
+		st.neg.SetWithTTL(e.key, e, e.cost(), ttl)
+		return
+	}
+	st.neg.Del(e.key)
+	st.pos.SetWithTTL(e.key, e, e.cost(), ttl)
+}
+
+func (st *store) del(key string) {
+	st.pos.Del(key)
+	st.neg.Del(key)
+}
+
+// wait blocks until every put so far is applied (or dropped).
+func (st *store) wait() {
+	st.pos.Wait()
+	st.neg.Wait()
+}
+
+// Close releases the result cache's goroutines and memory. Queries through
+// the Shield keep working, uncached, after Close. Close does not close any
+// *sql.DB.
+func (s *Shield) Close() error {
+	st := &s.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ready.Store(false)
+	st.closed = true
+	if st.pos != nil {
+		st.pos.Close()
+		st.neg.Close()
+	}
+	return nil
+}
+
+// Invalidate drops the cached results that depend on tables (matched
+// without regard to case) and makes in-flight queries reading them
+// unjoinable, as a write through the Shield to those tables does.
+func (s *Shield) Invalidate(tables ...string) {
+	if len(tables) > 0 {
+		s.bump(tables, true)
+	}
+}
+
+// InvalidateAll drops every cached result of the Shield and makes every
+// in-flight query unjoinable.
+func (s *Shield) InvalidateAll() { s.bump(nil, false) }
+
+// freshness of an entry at a moment.
+type freshness int
+
+const (
+	fresh   freshness = iota // before soft: replay, no database work
+	stale                    // soft ≤ now < hard: replay and refresh once in the background
+	expired                  // hard ≤ now: fetch in the foreground (keep for stale-if-error)
+)
+
+func (e *entry) at(now time.Time) freshness {
+	switch {
+	case now.Before(e.soft):
+		return fresh
+	case now.Before(e.hard):
+		return stale
+	}
+	return expired
+}
+
+// deadlines returns the jittered soft and hard deadlines and the
+// stale-if-error limit of an entry filled now under p.
+func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, last time.Time) {
+	softD, hardD := p.Soft, p.Hard
+	if hardD < softD {
+		hardD = softD
+	}
+	if empty {
+		softD = p.Neg
+		if softD <= 0 {
+			softD = p.Soft
+		}
+		hardD = softD
+	}
+	j := p.Jitter
+	switch {
+	case j == 0:
+		j = 0.10
+	case j < 0:
+		j = 0
+	}
+	softD, hardD = spread(softD, j), spread(hardD, j)
+	if hardD < softD {
+		hardD = softD
+	}
+	maxStale := s.opts.MaxStale
+	switch {
+	case maxStale == 0:
+		maxStale = hardD
+	case maxStale < 0:
+		maxStale = 0
+	}
+	return now.Add(softD), now.Add(hardD), now.Add(hardD + maxStale)
+}
+
+// spread returns d moved by a uniformly random fraction in [-j, +j].
+func spread(d time.Duration, j float64) time.Duration {
+	if j <= 0 || d <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+}
+
+// earlyRefresh is XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):
+// refresh before the soft deadline with a probability that grows as it
+// nears, faster for results that took long (delta) to compute:
+// now − delta·beta·ln(u) ≥ soft, u uniform in (0, 1].
+func earlyRefresh(now, soft time.Time, delta time.Duration, beta, u float64) bool {
+	if beta <= 0 || delta <= 0 {
+		return false
+	}
+	if u <= 0 {
+		u = math.SmallestNonzeroFloat64
+	}
+	gap := -float64(delta) * beta * math.Log(u)
+	return !now.Add(time.Duration(gap)).Before(soft)
+}
+
+// backoff returns the full-jitter delay before retry number n (1-based) of
+// a failed refresh: uniform in [0, min(cap, base·2ⁿ⁻¹)].
+func backoff(n int32, base, cap time.Duration) time.Duration {
+	d := cap
+	if n < 31 {
+		if b := base << (n - 1); b > 0 && b < cap {
+			d = b
+		}
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}
