@@ -75,13 +75,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, r, run, args)
 	}
-	// The origin may outlive this caller, who may then reuse its arguments.
-	detached, ok := detachArgs(args)
-	if !ok {
-		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, r, run, args)
-	}
-	rd := &read{c: c, query: query, r: r, plan: p, args: detached, run: run, key: string(key), tables: r.Tables, known: r.TablesKnown}
+	rd := &read{c: c, query: query, r: r, plan: p, args: args, run: run, key: string(key), tables: r.Tables, known: r.TablesKnown}
 	if p.pol.Tables != nil {
 		rd.tables, rd.known = p.pol.Tables, true
 	}
@@ -97,6 +91,11 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 			old = e
 			s.stats.misses.Add(1)
 		}
+	}
+	// The origin may outlive this caller, who may then reuse its arguments.
+	if rd.args, ok = detachArgs(args); !ok {
+		s.stats.bypass(bypassArgs)
+		return c.pass(ctx, r, run, args)
 	}
 	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(rd.key, time.Now()) {
 		s.stats.bypass(bypassTooLarge)
@@ -219,6 +218,10 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if now.UnixNano() < e.retryAt.Load() {
 		return
 	}
+	args, ok := detachArgs(rd.args) // the caller goes on with its own
+	if !ok {
+		return
+	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known)
 	if !ok {
 		return
@@ -226,6 +229,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	s.stats.refreshes.Add(1)
 	// Not on the caller's connection: a cache hit never holds one.
 	bg := *rd
+	bg.args = args
 	bg.run = func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
 		return queryOn(ctx, rc, rd.query, args)
 	}

@@ -69,8 +69,14 @@ func openFlight(t testing.TB, dsn string, opts ...sqlflight.Option) (*sql.DB, *s
 		t.Fatalf("parse DSN: %v", err)
 	}
 	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), opts...)
-	t.Cleanup(func() { _ = db.Close() })
 	sh := sqlflight.ShieldOf(db)
+	t.Cleanup(func() {
+		_ = db.Close()
+		// A Shield that cached runs the cache's goroutines until closed.
+		if sh != nil {
+			_ = sh.Close()
+		}
+	})
 	if sh == nil {
 		t.Fatal("sqlflight.ShieldOf returned nil for a *sql.DB from sqlflight.OpenDB")
 	}
