@@ -154,12 +154,23 @@ func (s *Shield) fly(ctx context.Context, rd *read, st *store) (driver.Rows, err
 		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, st != nil)
 		if lead {
 			s.stats.flights.Add(1)
-			if err := c.lendToOrigin(ctx); err != nil {
-				// Followers that joined meanwhile start over.
-				s.finish(f, nil, errLeaderGone, nil)
+			t, err := s.enter(ctx)
+			if err == nil {
+				if err = c.lendToOrigin(ctx); err != nil {
+					s.exit(t, nil)
+				}
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					err = errLeaderGone // followers that joined meanwhile start over
+				}
+				s.finish(f, nil, err, nil)
+				if err == errLeaderGone {
+					err = ctx.Err()
+				}
 				return nil, err
 			}
-			s.launch(ctx, f, rd, st, vconnLink{c})
+			s.launch(ctx, f, rd, st, vconnLink{c}, t)
 		} else {
 			s.stats.followers.Add(1)
 		}
@@ -170,10 +181,10 @@ func (s *Shield) fly(ctx context.Context, rd *read, st *store) (driver.Rows, err
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypass(bypassPolicy)
-			return c.pass(ctx, rd.r, rd.run, rd.args)
+			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errNotShared):
 			s.stats.bypass(bypassTooLarge)
-			return c.pass(ctx, rd.r, rd.run, rd.args)
+			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
 		case errors.Is(err, errRetry):
@@ -181,6 +192,18 @@ func (s *Shield) fly(ctx context.Context, rd *read, st *store) (driver.Rows, err
 		}
 		return nil, err
 	}
+}
+
+// passGuarded runs a read that left its flight on the caller's own
+// connection, through the guard like an origin query.
+func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
+	t, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rd.c.pass(ctx, rd.r, rd.run, rd.args)
+	s.exit(t, err)
+	return rows, err
 }
 
 // joinOrLead joins the key's flight if it started after the last write to
@@ -222,8 +245,13 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return
 	}
+	t, ok := s.enterBackground()
+	if !ok {
+		return // the stale entry serves on; a later hit tries again
+	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known)
 	if !ok {
+		s.exit(t, nil)
 		return
 	}
 	s.stats.refreshes.Add(1)
@@ -241,12 +269,12 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		s.log.Warn("sqlflight: background refresh failed; serving the stale result",
 			"error", err, "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 	}
-	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s})
+	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t)
 }
 
 // launch starts the origin query of f on a context that keeps ctx's values
 // but not its cancellation, bounded by the timeout.
-func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link) {
+func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link, t ticket) {
 	pol := rd.plan.pol
 	timeout := pol.Timeout
 	if timeout <= 0 {
@@ -263,7 +291,7 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 		lim.bytes = s.opts.MaxResultBytes
 	}
 	s.stats.inFlight.Add(1)
-	go s.origin(octx, cancel, timer, f, rd, st, lim, l)
+	go s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
 }
 
 // A link lends an origin query a real connection.
@@ -312,7 +340,7 @@ func (l *poolLink) release(broken, _ bool) {
 // origin runs in its own goroutine: query, materialize, fill, publish. A
 // panic or runtime.Goexit anywhere in it fails the flight's waiters with
 // ErrOriginPanicked and leaves no flight behind.
-func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link) {
+func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link, t ticket) {
 	var (
 		res     *result
 		handoff *replay
@@ -351,6 +379,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			}
 		}
 		l.release(broken, handoff != nil)
+		s.exit(t, err)
 		if filled {
 			// The store applies puts later: the flight stays joinable
 			// until the entry shows, so no caller falls in between.

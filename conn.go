@@ -224,10 +224,16 @@ func (c *conn) Begin() (driver.Tx, error) {
 // statement on this connection goes straight to the database; its writes
 // bump table epochs when it commits.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	rc, err := c.use(ctx)
+	probe, err := c.admit(false)
 	if err != nil {
 		return nil, err
 	}
+	rc, err := c.use(ctx)
+	if err != nil {
+		c.s.guard.br.record(probe, err)
+		return nil, err
+	}
+	defer func() { c.s.guard.br.record(probe, err) }()
 	var ptx driver.Tx
 	if bt, ok := rc.(driver.ConnBeginTx); ok {
 		ptx, err = bt.BeginTx(ctx, opts)
@@ -343,7 +349,12 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if r.ReadOnly && len(r.Unknown) > 0 {
 		c.sc.vouch(ctx, c, r.Unknown) // learn whether it may write
 	}
+	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
+	if err != nil {
+		return nil, err
+	}
 	res, err := execOn(ctx, rc, query, args)
+	c.s.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
@@ -381,11 +392,17 @@ func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args 
 
 // pass runs a statement on the real connection and records its effects.
 func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
-	rc, err := c.use(ctx)
+	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
 	if err != nil {
 		return nil, err
 	}
+	rc, err := c.use(ctx)
+	if err != nil {
+		c.s.guard.br.record(probe, err)
+		return nil, err
+	}
 	rows, err := run(ctx, rc, args)
+	c.s.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
 	}

@@ -70,8 +70,31 @@ type Options struct {
 	// means the entry's own hard TTL, a negative value never.
 	MaxStale time.Duration
 
-	// Clock tells the time to the cache; nil means the system clock. Tests
-	// move a fake clock instead of sleeping.
+	// MaxInflight bounds the origin queries of shared reads running at once
+	// (and the reads that leave a flight to query themselves); zero means
+	// DefaultMaxInflight, sized for a typical pool. A read waits for a slot
+	// until its context ends or QueueTimeout (zero: DefaultQueueTimeout)
+	// passes, then gets a cached result within MaxStale or ErrOverloaded.
+	// Writes, bypassed statements and statements inside transactions do not
+	// take slots. MaxRefreshes (zero: MaxInflight/4) bounds background
+	// refreshes apart, so that they never starve foreground reads.
+	MaxInflight  int
+	MaxRefreshes int
+	QueueTimeout time.Duration
+
+	// The circuit breaker opens after BreakerFailures (zero: 5) consecutive
+	// errors that mean the database is unavailable, refuses work with
+	// ErrCircuitOpen for BreakerTimeout (zero: 5s), then lets BreakerProbes
+	// (zero: 1) probes through: a success closes it, a failure opens it
+	// again. While open, reads get a cached result within MaxStale if there
+	// is one; writes fail fast too unless WritesWhenOpen is set.
+	BreakerFailures int
+	BreakerTimeout  time.Duration
+	BreakerProbes   int
+	WritesWhenOpen  bool
+
+	// Clock tells the time to the cache and the breaker; nil means the
+	// system clock. Tests move a fake clock instead of sleeping.
 	Clock Clock
 
 	// OriginTimeout bounds a shared origin query, which runs detached from
@@ -105,6 +128,7 @@ type Shield struct {
 	flights flightGroup
 	epochs  epochs
 	store   store
+	guard   guard
 	stats   counters
 
 	scopeSeq atomic.Uint64
@@ -141,6 +165,9 @@ func New(opts ...Option) *Shield {
 	if s.opts.OriginTimeout <= 0 {
 		s.opts.OriginTimeout = DefaultOriginTimeout
 	}
+	s.guard.init(&s.opts, func(from, to breakerState) {
+		s.log.Warn("sqlflight: circuit breaker changed state", "from", from.String(), "to", to.String())
+	}, s.opts.Clock)
 	s.flights.m = make(map[string]*flight)
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
@@ -168,7 +195,12 @@ type Stats struct {
 	Fills           uint64 // results stored in the cache
 	Refreshes       uint64 // background refreshes started (stale or early)
 	RefreshFailures uint64
-	StaleIfError    uint64 // cached results served because the query to refresh them failed
+	StaleIfError    uint64 // cached results served because the query to refresh them failed (or was refused)
+
+	Shed               uint64 // reads refused for want of an origin slot (ErrOverloaded or a stale result)
+	BreakerRejected    uint64 // statements refused by the open circuit breaker
+	BreakerTransitions uint64
+	BreakerState       string // "closed", "open" or "half-open"
 
 	// Bypasses by reason ("transaction", "session", "write", "not shareable",
 	// "policy", "arguments", "too large", "busy connection", "bad annotation").
@@ -181,13 +213,18 @@ type Stats struct {
 }
 
 // Stats returns a snapshot of s's counters.
-func (s *Shield) Stats() Stats { return s.stats.snapshot() }
+func (s *Shield) Stats() Stats {
+	st := s.stats.snapshot()
+	st.BreakerState = s.guard.br.state().String()
+	st.BreakerTransitions = s.guard.br.transitions.Load()
+	return st
+}
 
 type counters struct {
 	queries, bypassed, flights, followers, originExecs, originErrors atomic.Uint64
 	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
 	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
-	refreshes, refreshFailures, staleIfError                         atomic.Uint64
+	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
 	realOpened                                                       atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
@@ -224,6 +261,8 @@ func (c *counters) snapshot() Stats {
 		Refreshes:        c.refreshes.Load(),
 		RefreshFailures:  c.refreshFailures.Load(),
 		StaleIfError:     c.staleIfError.Load(),
+		Shed:             c.shed.Load(),
+		BreakerRejected:  c.breakerRejected.Load(),
 		BypassReasons:    map[string]uint64{},
 		Waiting:          c.waiting.Load(),
 		InFlight:         c.inFlight.Load(),

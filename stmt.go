@@ -57,8 +57,11 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if _, err := s.c.use(ctx); err != nil {
 		return nil, err
 	}
+	probe, err := s.c.admit(!s.scan.ReadOnly || s.c.mayWrite(s.scan))
+	if err != nil {
+		return nil, err
+	}
 	var res driver.Result
-	var err error
 	if e, ok := s.parent.(driver.StmtExecContext); ok {
 		res, err = e.ExecContext(ctx, args)
 	} else {
@@ -67,6 +70,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			res, err = s.parent.Exec(vals) //nolint:staticcheck // legacy parent
 		}
 	}
+	s.c.s.guard.br.record(probe, err)
 	s.c.record(s.scan, err != nil)
 	return res, err
 }

@@ -1,0 +1,287 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/semaphore"
+)
+
+var (
+	// ErrOverloaded is wrapped by the error of a read that waited longer than
+	// Options.QueueTimeout (or its context) for one of the Shield's
+	// Options.MaxInflight origin slots, when no cached result could stand in.
+	ErrOverloaded = errors.New("sqlflight: overloaded: no origin slot free")
+
+	// ErrCircuitOpen is wrapped by the error of a statement refused because
+	// the Shield's circuit breaker is open: the database was found
+	// unavailable and is left alone until the breaker's timeout passes.
+	ErrCircuitOpen = errors.New("sqlflight: circuit open: database unavailable")
+)
+
+// Defaults of the guard's Options.
+const (
+	DefaultMaxInflight     = 32
+	DefaultQueueTimeout    = time.Second
+	DefaultBreakerFailures = 5
+	DefaultBreakerTimeout  = 5 * time.Second
+	DefaultBreakerProbes   = 1
+)
+
+// guard protects the database behind a Shield: a semaphore bounds the
+// origin queries running at once (foreground and background apart), and a
+// circuit breaker stops sending work to a database found unavailable.
+type guard struct {
+	fg, bg       *semaphore.Weighted
+	queueTimeout time.Duration
+	br           breaker
+}
+
+func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.MaxRefreshes <= 0 {
+		o.MaxRefreshes = max(1, o.MaxInflight/4)
+	}
+	if o.QueueTimeout <= 0 {
+		o.QueueTimeout = DefaultQueueTimeout
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = DefaultBreakerFailures
+	}
+	if o.BreakerTimeout <= 0 {
+		o.BreakerTimeout = DefaultBreakerTimeout
+	}
+	if o.BreakerProbes <= 0 {
+		o.BreakerProbes = DefaultBreakerProbes
+	}
+	g.fg = semaphore.NewWeighted(int64(o.MaxInflight))
+	g.bg = semaphore.NewWeighted(int64(o.MaxRefreshes))
+	g.queueTimeout = o.QueueTimeout
+	g.br = breaker{clock: clock, failures: int32(o.BreakerFailures), timeout: o.BreakerTimeout,
+		probes: int32(o.BreakerProbes), onChange: log}
+}
+
+// enter admits one foreground origin query: the breaker must allow it and a
+// slot must free up before ctx ends or the queue timeout passes. The ticket
+// goes back with leave.
+func (s *Shield) enter(ctx context.Context) (ticket, error) {
+	probe, ok := s.guard.br.allow()
+	if !ok {
+		s.stats.breakerRejected.Add(1)
+		return ticket{}, ErrCircuitOpen
+	}
+	t := ticket{probe: probe, slot: s.guard.fg}
+	if !t.slot.TryAcquire(1) {
+		qctx, cancel := context.WithTimeout(ctx, s.guard.queueTimeout)
+		err := t.slot.Acquire(qctx, 1)
+		cancel()
+		if err != nil {
+			s.guard.br.record(probe, nil) // not the database's fault
+			s.stats.shed.Add(1)
+			if ctx.Err() != nil {
+				return ticket{}, ctx.Err()
+			}
+			return ticket{}, ErrOverloaded
+		}
+	}
+	return t, nil
+}
+
+// enterBackground admits a background refresh only if a refresh slot is
+// free at once and the breaker is closed: refreshes never queue.
+func (s *Shield) enterBackground() (ticket, bool) {
+	if s.guard.br.state() != breakerClosed || !s.guard.bg.TryAcquire(1) {
+		return ticket{}, false
+	}
+	return ticket{slot: s.guard.bg}, true
+}
+
+// ticket is an admitted origin query: its slot and whether it probes a
+// half-open breaker.
+type ticket struct {
+	slot  *semaphore.Weighted
+	probe bool
+}
+
+// exit gives the ticket back and tells the breaker how it went.
+func (s *Shield) exit(t ticket, err error) {
+	s.guard.br.record(t.probe, err)
+	if t.slot != nil {
+		t.slot.Release(1)
+	}
+}
+
+// admit lets a statement that is not an origin query (a write, a bypassed
+// read, a transaction's begin) reach the database unless the breaker is
+// open. Statements inside a transaction are always let through.
+func (c *conn) admit(write bool) (probe bool, err error) {
+	if c.inTx() || (write && c.s.opts.WritesWhenOpen) {
+		return false, nil
+	}
+	probe, ok := c.s.guard.br.allow()
+	if !ok {
+		c.s.stats.breakerRejected.Add(1)
+		return false, ErrCircuitOpen
+	}
+	return probe, nil
+}
+
+type breakerState int32
+
+const (
+	breakerClosed breakerState = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+func (s breakerState) String() string {
+	switch s {
+	case breakerOpen:
+		return "open"
+	case breakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// breaker is a circuit breaker: closed until failures consecutive
+// unavailability errors, then open (refusing at once) for timeout, then
+// half-open, letting probes through: one success closes it, one failure
+// opens it again. Only errors that mean the database is unavailable count
+// (see unavailable); others reset the count like successes, and a caller's
+// own cancellation counts as nothing.
+//
+// It is not gobreaker: gobreaker reads time.Now itself, and this breaker
+// must run on the Shield's Clock so that tests move time instead of sleeping.
+type breaker struct {
+	clock    Clock
+	failures int32
+	timeout  time.Duration
+	probes   int32
+	onChange func(from, to breakerState)
+
+	st          atomic.Int32 // breakerState, read without the lock
+	consecutive atomic.Int32
+	mu          sync.Mutex
+	openedAt    time.Time
+	inProbe     int32
+	transitions atomic.Uint64
+}
+
+func (b *breaker) state() breakerState { return breakerState(b.st.Load()) }
+
+// allow reports whether a request may go, and whether it is a probe.
+func (b *breaker) allow() (probe, ok bool) {
+	if b.state() == breakerClosed {
+		return false, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state() {
+	case breakerClosed:
+		return false, true
+	case breakerOpen:
+		if b.clock.Now().Sub(b.openedAt) < b.timeout {
+			return false, false
+		}
+		b.set(breakerHalfOpen)
+	}
+	if b.inProbe >= b.probes {
+		return false, false
+	}
+	b.inProbe++
+	return true, true
+}
+
+// record tells the breaker how an allowed request went.
+func (b *breaker) record(probe bool, err error) {
+	down := unavailable(err)
+	if !probe && !down {
+		if err == nil || !ownCancellation(err) {
+			if b.consecutive.Load() != 0 {
+				b.consecutive.Store(0)
+			}
+		}
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if probe {
+		b.inProbe--
+		switch {
+		case down:
+			b.open()
+		case err == nil || !ownCancellation(err):
+			b.consecutive.Store(0)
+			if b.state() == breakerHalfOpen {
+				b.set(breakerClosed)
+			}
+		}
+		return
+	}
+	if b.consecutive.Add(1) >= b.failures && b.state() == breakerClosed {
+		b.open()
+	}
+}
+
+func (b *breaker) open() {
+	b.openedAt = b.clock.Now()
+	b.consecutive.Store(0)
+	if b.state() != breakerOpen {
+		b.set(breakerOpen)
+	}
+}
+
+func (b *breaker) set(to breakerState) {
+	from := b.state()
+	b.st.Store(int32(to))
+	b.transitions.Add(1)
+	if b.onChange != nil {
+		b.onChange(from, to)
+	}
+}
+
+// unavailable reports whether err means the database cannot be reached or
+// cannot take work: connection errors, the origin's own timeout, and the
+// SQLSTATE classes 08 (connection exception), 53 (insufficient resources),
+// 57P01–57P03 (shutdown, cannot connect now) and 58 (system error). A
+// caller's cancellation, an empty result, a constraint violation or a
+// syntax error never count.
+func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrOriginTimeout) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := pgErr.Code
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53") || strings.HasPrefix(code, "58") ||
+			code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	if ownCancellation(err) {
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// ownCancellation reports whether err is a context's end (the caller's, or
+// a flight abandoned by every caller), not a verdict on the database.
+func ownCancellation(err error) bool {
+	return (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) &&
+		!errors.Is(err, ErrOriginTimeout)
+}
