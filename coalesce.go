@@ -109,7 +109,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedSince(old.seq, rd.tables, rd.known) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
-		s.log.Warn("sqlflight: serving a stale result: the query to refresh it failed",
+		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
 			"error", err, "fingerprint", fingerprint(r.Normalized), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
@@ -266,7 +266,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		n := e.failures.Add(1)
 		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
-		s.log.Warn("sqlflight: background refresh failed; serving the stale result",
+		s.warnEvery("refresh", rd.r.Normalized, "sqlflight: background refresh failed; serving the stale result",
 			"error", err, "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t)

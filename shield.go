@@ -276,6 +276,14 @@ func (c *counters) snapshot() Stats {
 	return st
 }
 
+// warnEvery logs a warning about a statement at most once a minute per
+// kind of event, so that an outage does not flood the log.
+func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
+	if s.warned.add(kind+"\x00"+normalized, time.Now(), time.Minute) {
+		s.log.Warn(msg, args...)
+	}
+}
+
 // expiringSet remembers keys for a while, in bounded memory: when full it
 // forgets everything (remembering is an optimisation, never a guarantee).
 type expiringSet struct {
