@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -305,10 +306,13 @@ func (a *annotation) merge(base Policy) Policy {
 	return p
 }
 
-// annotationMemo remembers parsed annotations per text, in bounded memory.
-var annotationMemo struct {
-	sync.Mutex
-	m map[string]annotationResult
+// annotations remembers parsed annotations per text, in bounded memory: when
+// the map is full a new one starts. Lookups take no lock.
+var annotations atomic.Pointer[annotationMemo]
+
+type annotationMemo struct {
+	m sync.Map // string → annotationResult
+	n atomic.Int64
 }
 
 type annotationResult struct {
@@ -317,19 +321,21 @@ type annotationResult struct {
 }
 
 func parseAnnotationCached(text string) (annotation, error) {
-	annotationMemo.Lock()
-	r, ok := annotationMemo.m[text]
-	annotationMemo.Unlock()
-	if ok {
+	memo := annotations.Load()
+	if memo == nil {
+		annotations.CompareAndSwap(nil, new(annotationMemo))
+		memo = annotations.Load()
+	}
+	if v, ok := memo.m.Load(text); ok {
+		r := v.(annotationResult)
 		return r.a, r.err
 	}
 	a, err := parseAnnotation(text)
-	annotationMemo.Lock()
-	if annotationMemo.m == nil || len(annotationMemo.m) >= 4096 {
-		annotationMemo.m = make(map[string]annotationResult)
+	if memo.n.Add(1) > 4096 {
+		annotations.CompareAndSwap(memo, new(annotationMemo))
+		memo = annotations.Load()
 	}
-	annotationMemo.m[text] = annotationResult{a, err}
-	annotationMemo.Unlock()
+	memo.m.Store(text, annotationResult{a, err})
 	return a, err
 }
 
