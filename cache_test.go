@@ -236,7 +236,7 @@ func TestEarlyRefreshProbability(t *testing.T) {
 
 func TestEarlyRefreshHappensBeforeSoft(t *testing.T) {
 	db, s, _, clk := openCached(t, Options{})
-	q := "/* sqlflight: soft=10s hard=1m jitter=0% beta=1000000 */ SELECT n FROM items WHERE id = $1"
+	q := "/* sqlflight: soft=10s hard=1m jitter=0% beta=1e12 */ SELECT n FROM items WHERE id = $1"
 	readN(t, db, q, 1) // Δ is the real origin time: tiny but not zero
 	clk.Add(5 * time.Second)
 	if n := readN(t, db, q, 1); n != 1 {
