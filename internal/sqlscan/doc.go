@@ -1,0 +1,39 @@
+// Package sqlscan is a pure-Go, Postgres-aware lexer and classifier for SQL texts.
+//
+// It decides, without a database round trip, whether a statement is a read-only query whose
+// result may be shared between callers (coalesced in flight, or cached), which relations it
+// reads and writes, what it does to the transaction and session state, and which
+// `sqlflight:` annotations its comments carry.
+//
+// # Correctness first
+//
+// A wrong "read-only" verdict would let the driver serve a shared or cached result for a
+// write, so every doubt resolves towards the restrictive answer: unknown constructs make a
+// statement Never or OptIn, unknown relations make TablesKnown false, a lexing error makes the
+// text Never. The lexer follows Postgres' own rules (scan.l) for the things that decide where
+// code ends and data begins: quote doubling, backslash escapes in E'…' strings, string continuation across
+// newlines, dollar quotes, nested block comments, operators that stop before "--" and "/*",
+// and U&"…" UESCAPE identifiers. standard_conforming_strings is assumed on (pgx requires it).
+//
+// # Normalization
+//
+// Result.Normalized is the text with every comment (annotation or not) replaced by a single
+// space, every run of whitespace and comments outside literals, quoted identifiers and dollar
+// quotes folded to one space, leading and trailing whitespace and trailing semicolons removed.
+// Literal contents are byte-exact and letter case is never changed. Two exceptions keep the
+// meaning intact: the gap of a string continuation ('a'<newline>'b') is written as a single
+// newline, and an unterminated block comment is kept verbatim (so that the error survives;
+// likewise a text containing a NUL byte is left as it is).
+// Normalization is idempotent, and texts that differ only in comments and whitespace outside
+// literals normalize identically.
+//
+// # Known limitations
+//
+// The scanner sees text, not the catalog. It cannot see writes done by triggers, rules,
+// ON DELETE/UPDATE CASCADE foreign keys, or functions run inside views, by user-defined
+// operators, casts or type input functions; it reports a view (not its base tables) and a
+// partitioned or inherited parent (not its children) as the relation read, so a write to a
+// base table or a partition is not seen as a write to the view or the parent; it cannot tell that a column reference in attribute notation (t.fn) calls
+// a function; and it resolves unqualified function names as Postgres' pg_catalog built-ins
+// even if a search_path shadows them. It assumes standard_conforming_strings=on.
+package sqlscan

@@ -1,0 +1,172 @@
+package sqlscan
+
+import (
+	"slices"
+	"testing"
+)
+
+// fuzzSeeds are real-looking queries covering the lexer's and classifier's corners.
+var fuzzSeeds = []string{
+	"SELECT * FROM products WHERE id = $1",
+	"/* sqlflight: soft=30s hard=5m */ SELECT p.id, p.name FROM public.products p JOIN prices pr ON pr.product_id = p.id WHERE p.id = ANY($1::int[]) ORDER BY p.name LIMIT 10",
+	"-- sqlflight: coalesce\nSELECT count(*) FROM orders WHERE created_at > now() - interval '1 day'",
+	"WITH RECURSIVE tree(id, parent) AS (SELECT id, parent FROM nodes WHERE parent IS NULL UNION ALL SELECT n.id, n.parent FROM nodes n JOIN tree t ON n.parent = t.id) SELECT * FROM tree",
+	"WITH d AS (DELETE FROM t WHERE x RETURNING *) INSERT INTO archive SELECT * FROM d",
+	"SELECT $fn$ DELETE FROM t; $fn$, $$;$$, E'it\\'s; DROP TABLE x', U&'\\0041', B'101', X'ff', N'x'",
+	"SELECT 'a'\n  -- c\n  'b', E'x'\n'\\' ; DELETE FROM t; --'",
+	"SELECT /* a /* nested */ b */ 1 -- trailing",
+	"SELECT ARRAY[1,2]::int[], '{a,b}'::text[], x::numeric(10,2), CAST(y AS varchar(3)) FROM t",
+	"SELECT a FROM s.\"Weird Name\" w JOIN public.b ON w.id = b.id LEFT JOIN LATERAL (SELECT * FROM c WHERE c.a = w.a) l ON true",
+	"BEGIN; INSERT INTO t VALUES (1) ON CONFLICT (id) DO UPDATE SET a = excluded.a; COMMIT",
+	"UPDATE t SET a = u.a FROM u WHERE t.id = u.id RETURNING t.*",
+	"MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET a = s.a WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)",
+	"SELECT * FROM t FOR NO KEY UPDATE SKIP LOCKED",
+	"SELECT nextval('public.seq'), pg_advisory_lock(1)",
+	"SELECT * INTO TEMP x FROM t TABLESAMPLE SYSTEM (1)",
+	"EXPLAIN (ANALYZE, BUFFERS) DELETE FROM t",
+	"COPY (SELECT * FROM t) TO STDOUT",
+	"CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT CASE WHEN true THEN 1 END; END; SELECT 1",
+	"SELECT U&\"!0061\" UESCAPE '!' FROM U&\"\\0074\"",
+	"SELECT substring(a FROM 1 FOR 2), extract(year FROM d), a IS DISTINCT FROM b FROM t",
+	"SET LOCAL search_path = x; SHOW search_path; DISCARD ALL",
+	"SELECT 'unterminated",
+	"SELECT \"unterminated",
+	"SELECT $$unterminated",
+	"SELECT 1 /* unterminated",
+	"SELECT 1\x00",
+	"(((SELECT 1)",
+	"SELECT 1))",
+	"SELECT 1e5, .5, 1.5e-3, 0x1F, 1_000, 1..2, $1a",
+	"SELECT * FROM t WHERE a @> '{}' AND b ?| array['x'] AND c <-> d < 5",
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	for _, tc := range classCases {
+		f.Add(tc.sql)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		r := Parse(sql)
+		n := Parse(r.Normalized)
+		if n.Normalized != r.Normalized {
+			t.Fatalf("not idempotent:\n in: %q\n 1:  %q\n 2:  %q", sql, r.Normalized, n.Normalized)
+		}
+		// Normalization removes comments (and so annotations) and whitespace only: everything
+		// the classifier says must be unchanged.
+		if r.Verdict != n.Verdict || r.Reason != n.Reason || r.Kind != n.Kind || r.ReadOnly != n.ReadOnly ||
+			r.TablesKnown != n.TablesKnown || r.Params != n.Params || r.Err != n.Err ||
+			!slices.Equal(r.Tables, n.Tables) || !slices.Equal(r.Writes, n.Writes) ||
+			!slices.Equal(r.Functions, n.Functions) || !slices.Equal(r.Unknown, n.Unknown) ||
+			len(r.Statements) != len(n.Statements) {
+			t.Fatalf("classification changed by normalization:\n in:   %q\n norm: %q\n %+v\n %+v", sql, r.Normalized, r, n)
+		}
+		for i := range r.Statements {
+			a, b := r.Statements[i], n.Statements[i]
+			if a.Kind != b.Kind || a.Tx != b.Tx || a.Chain != b.Chain || a.Taints != b.Taints ||
+				a.ClearsTaint != b.ClearsTaint || a.Verdict != b.Verdict {
+				t.Fatalf("statement %d changed by normalization:\n in: %q\n %+v\n %+v", i, sql, a, b)
+			}
+		}
+		// Invariants.
+		if w := hiddenWrite(sql); w != "" && r.Verdict != Never {
+			t.Fatalf("verdict %v but the text contains %s: %q", r.Verdict, w, sql)
+		}
+		if r.Verdict != Never && (!r.ReadOnly || r.Err != "" || len(r.Statements) != 1 || r.Kind != KindSelect) {
+			t.Fatalf("shareable verdict %v for %q: %+v", r.Verdict, sql, r)
+		}
+		if r.Verdict == Shareable && (len(r.Unknown) > 0 || len(r.Writes) > 0 || !r.TablesKnown) {
+			t.Fatalf("Shareable with unknown functions or writes: %q %+v", sql, r)
+		}
+		if len(r.Unknown) > 0 && r.TablesKnown {
+			t.Fatalf("unknown functions with TablesKnown: %q", sql)
+		}
+		for _, w := range r.Writes {
+			if !slices.Contains(r.Tables, w) {
+				t.Fatalf("write %q not in Tables %q", w, r.Tables)
+			}
+		}
+	})
+}
+
+// hiddenWrite is a safety oracle independent of the walker: it scans the raw tokens for
+// patterns that must make a text Never (DELETE FROM, INSERT INTO, MERGE INTO, UPDATE name,
+// INTO, locking FOR …, TABLESAMPLE, a call of a Never function) and returns the first one.
+// The walker skips tokens it recognised (aliases, CTE names, targets); this catches a walker
+// bug that would skip a real write.
+func hiddenWrite(sql string) string {
+	a := &analyzer{}
+	a.lx.run(sql)
+	a.src, a.toks = sql, a.lx.toks
+	a.match = make([]int, len(a.toks))
+	a.split()
+	toks := a.toks
+	kw := func(j int) kwID {
+		if j < 0 || j >= len(toks) || toks[j].kind != tIdent || (j > 0 && toks[j-1].kind == tDot) {
+			return kwNone
+		}
+		return toks[j].kw
+	}
+	relName := func(j int) bool {
+		if kw(j) == kwOnly {
+			j++
+		}
+		return j < len(toks) && (toks[j].kind == tQIdent || (toks[j].kind == tIdent && toks[j].kwf&kfNotRel == 0))
+	}
+	for j := range toks {
+		switch kw(j) {
+		case kwDelete:
+			if kw(j+1) == kwFrom {
+				return "DELETE FROM"
+			}
+		case kwInsert, kwMerge:
+			if kw(j+1) == kwInto {
+				return "INSERT/MERGE INTO"
+			}
+		case kwUpdate:
+			switch kw(j - 1) {
+			case kwFor, kwKey, kwThen, kwDo, kwOn:
+			default:
+				if relName(j + 1) {
+					return "UPDATE name"
+				}
+			}
+		case kwInto:
+			return "INTO"
+		case kwTablesample:
+			return "TABLESAMPLE"
+		case kwFor:
+			switch kw(j + 1) {
+			case kwUpdate, kwShare:
+				return "FOR UPDATE/SHARE"
+			case kwNo:
+				if kw(j+2) == kwKey && kw(j+3) == kwUpdate {
+					return "FOR NO KEY UPDATE"
+				}
+			case kwKey:
+				if kw(j+2) == kwShare {
+					return "FOR KEY SHARE"
+				}
+			}
+		}
+		if isName(toks[j].kind) && j+1 < len(toks) && toks[j+1].kind == tLParen {
+			if m := a.match[j+1]; m+1 < len(toks) && kw(m+1) == kwAs && kw(j-1) != kwAs {
+				continue // WITH name (columns) AS (…): a WITH query named like a function
+			}
+			if lookupFunc(a.name(j)).class == fnNever {
+				return "calls " + a.name(j)
+			}
+		}
+	}
+	return ""
+}
+
+func TestHiddenWriteOracle(t *testing.T) {
+	for _, tc := range classCases {
+		r := Parse(tc.sql)
+		if w := hiddenWrite(tc.sql); w != "" && r.Verdict != Never {
+			t.Errorf("%q: verdict %v but the text contains %s", tc.sql, r.Verdict, w)
+		}
+	}
+}
