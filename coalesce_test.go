@@ -834,3 +834,30 @@ func TestArgumentsAreDetachedFromTheLeader(t *testing.T) {
 		t.Fatalf("follower got %q: the origin used the leader's reused buffer", got)
 	}
 }
+
+func TestCommitAndChainStaysInATransaction(t *testing.T) {
+	d := &fakeDriver{}
+	db, s := openFake(t, d)
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mustExec(t, c, "BEGIN")
+	mustExec(t, c, "COMMIT AND CHAIN")
+	var n int64
+	if err := c.QueryRowContext(ctx, pointQuery, 1).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().Flights != 0 {
+		t.Fatal("a read after COMMIT AND CHAIN was shared")
+	}
+	mustExec(t, c, "ROLLBACK")
+	if err := c.QueryRowContext(ctx, pointQuery, 1).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().Flights != 1 {
+		t.Fatal("a read after ROLLBACK was not shared")
+	}
+}

@@ -435,6 +435,9 @@ func (c *conn) record(r *sqlscan.Result, failed bool) {
 		case sqlscan.TxRollback:
 			c.endTx(false)
 		}
+		if st.Chain && st.Tx != sqlscan.TxNone {
+			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
+		}
 		if st.Taints {
 			c.tainted = true
 		}
