@@ -537,14 +537,7 @@ func execOn(ctx context.Context, rc driver.Conn, query string, args []driver.Nam
 		return e.ExecContext(ctx, query, args)
 	}
 	if e, ok := rc.(driver.Execer); ok { //nolint:staticcheck // legacy parent
-		vals, err := plainValues(args)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return e.Exec(query, vals)
+		return legacy(ctx, args, func(vals []driver.Value) (driver.Result, error) { return e.Exec(query, vals) })
 	}
 	return nil, driver.ErrSkip
 }
@@ -556,16 +549,24 @@ func queryOn(ctx context.Context, rc driver.Conn, query string, args []driver.Na
 		return q.QueryContext(ctx, query, args)
 	}
 	if q, ok := rc.(driver.Queryer); ok { //nolint:staticcheck // legacy parent
-		vals, err := plainValues(args)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return q.Query(query, vals)
+		return legacy(ctx, args, func(vals []driver.Value) (driver.Rows, error) { return q.Query(query, vals) })
 	}
 	return nil, driver.ErrSkip
+}
+
+// legacy calls a parent method that takes neither a context nor named
+// arguments, as database/sql would: names are refused, and a context that
+// already ended stops the call.
+func legacy[T any](ctx context.Context, args []driver.NamedValue, call func([]driver.Value) (T, error)) (T, error) {
+	var zero T
+	vals, err := plainValues(args)
+	if err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	return call(vals)
 }
 
 func plainValues(args []driver.NamedValue) ([]driver.Value, error) {

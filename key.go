@@ -275,21 +275,16 @@ func detachValue(v reflect.Value, depth int) (reflect.Value, bool) {
 		return c, true
 	}
 	switch v.Kind() {
-	case reflect.Slice:
-		if v.IsNil() {
+	case reflect.Slice, reflect.Array:
+		var c reflect.Value
+		switch {
+		case v.Kind() == reflect.Array:
+			c = reflect.New(t).Elem()
+		case v.IsNil():
 			return reflect.Zero(t), true
+		default:
+			c = reflect.MakeSlice(t, v.Len(), v.Len())
 		}
-		c := reflect.MakeSlice(t, v.Len(), v.Len())
-		for i := range v.Len() {
-			e, ok := detachValue(v.Index(i), depth+1)
-			if !ok {
-				return v, false
-			}
-			c.Index(i).Set(e)
-		}
-		return c, true
-	case reflect.Array:
-		c := reflect.New(t).Elem()
 		for i := range v.Len() {
 			e, ok := detachValue(v.Index(i), depth+1)
 			if !ok {

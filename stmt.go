@@ -65,10 +65,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	if e, ok := s.parent.(driver.StmtExecContext); ok {
 		res, err = e.ExecContext(ctx, args)
 	} else {
-		var vals []driver.Value
-		if vals, err = plainValues(args); err == nil {
-			res, err = s.parent.Exec(vals) //nolint:staticcheck // legacy parent
-		}
+		res, err = legacy(ctx, args, s.parent.Exec) //nolint:staticcheck // legacy parent
 	}
 	s.c.s.guard.br.record(probe, err)
 	s.c.record(s.scan, err != nil)
@@ -82,11 +79,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		if q, ok := s.parent.(driver.StmtQueryContext); ok {
 			return q.QueryContext(ctx, args)
 		}
-		vals, err := plainValues(args)
-		if err != nil {
-			return nil, err
-		}
-		return s.parent.Query(vals) //nolint:staticcheck // legacy parent
+		return legacy(ctx, args, s.parent.Query) //nolint:staticcheck // legacy parent
 	})
 }
 
