@@ -64,6 +64,19 @@ type read struct {
 	known  bool
 }
 
+// runOrigin runs the read's SQL text on rc. The origin does not use the
+// caller's prepared statement, whose life is the caller's (and whose
+// connection may not be rc): it sends the text (pgx prepares and caches it
+// per connection anyway), unless the parent can only run prepared
+// statements.
+func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, error) {
+	switch rc.(type) {
+	case driver.QueryerContext, driver.Queryer: //nolint:staticcheck // legacy parent
+		return queryOn(ctx, rc, rd.query, rd.args)
+	}
+	return rd.run(ctx, rc, rd.args)
+}
+
 // share serves a read from the cache when it holds a usable entry, else
 // through the key's flight: it joins a flight started after the last write
 // to the tables it reads, or leads a new one whose origin query runs on c's
@@ -258,9 +271,6 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	// Not on the caller's connection: a cache hit never holds one.
 	bg := *rd
 	bg.args = args
-	bg.run = func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
-		return queryOn(ctx, rc, rd.query, args)
-	}
 	bg.plan.onFailure = func(err error) {
 		s.stats.refreshFailures.Add(1)
 		n := e.failures.Add(1)
@@ -394,7 +404,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	if err == nil {
 		s.stats.originExecs.Add(1)
 		var rows driver.Rows
-		rows, err = rd.run(ctx, rc, rd.args)
+		rows, err = rd.runOrigin(ctx, rc)
 		if err == nil {
 			res, handoff, err = materialize(rows, lim)
 		}

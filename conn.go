@@ -193,29 +193,6 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
-// PrepareContext prepares query on the real connection (opening it). Outside
-// a transaction the statement's queries share like plain queries.
-func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	rc, err := c.use(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var ps driver.Stmt
-	if pc, ok := rc.(driver.ConnPrepareContext); ok {
-		ps, err = pc.PrepareContext(ctx, query)
-	} else {
-		ps, err = rc.Prepare(query)
-		if err == nil && ctx.Err() != nil {
-			_ = ps.Close()
-			return nil, ctx.Err()
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return newStmt(c, ps, query), nil
-}
-
 func (c *conn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }

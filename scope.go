@@ -31,6 +31,27 @@ type scope struct {
 	volatility map[string]byte // pg_proc.provolatile by function name, '?' when absent
 
 	spare spareConns // real connections for background refreshes
+
+	stmtMask    atomic.Uint32 // optional interfaces of the parent's statements …
+	stmtLearned atomic.Bool   // … once a statement was prepared
+}
+
+// stmtShape returns the shape of the parent's statements, once known.
+func (sc *scope) stmtShape() (uint16, bool) {
+	if !sc.stmtLearned.Load() {
+		return 0, false
+	}
+	return uint16(sc.stmtMask.Load()), true
+}
+
+// learnStmtShape remembers the shape of ps and returns it.
+func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
+	m := mirrorStmtMask(ps)
+	if !sc.stmtLearned.Load() {
+		sc.stmtMask.Store(uint32(m))
+		sc.stmtLearned.Store(true)
+	}
+	return m
 }
 
 func (s *Shield) newScope() *scope { return &scope{id: s.scopeSeq.Add(1)} }

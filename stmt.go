@@ -3,18 +3,27 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"sync"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
-// stmt wraps a statement prepared on the connection's real connection.
-// Outside a transaction its queries share like plain queries: the origin of
-// a flight it leads runs the prepared statement.
+// stmt is a prepared statement. Outside a transaction its queries share
+// like plain queries. A statement that may share is prepared lazily, on the
+// real connection, only when it must reach the database (when it leads a
+// flight or goes through): otherwise every pooled connection database/sql
+// prepares it on would open a real connection, followers included. Any
+// other statement is prepared at once. The parent is reached under mu: a
+// detached origin may prepare and run it while its caller has left.
 type stmt struct {
-	c      *conn
-	parent driver.Stmt
-	query  string
-	scan   *sqlscan.Result
+	c     *conn
+	query string
+	scan  *sqlscan.Result
+
+	mu     sync.Mutex
+	parent driver.Stmt // nil until prepared
+	on     driver.Conn // the real connection parent was prepared on
+	closed bool
 }
 
 var (
@@ -25,18 +34,95 @@ var (
 	_ driver.ColumnConverter   = (*stmt)(nil) //nolint:staticcheck // mirrored when the parent has it
 )
 
-func newStmt(c *conn, ps driver.Stmt, query string) driver.Stmt {
+// PrepareContext prepares query. Once the scope knows the shape of its
+// parent's statements, a read that may share is prepared lazily (its syntax
+// errors then surface when it first runs); anything else is prepared on the
+// real connection at once.
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	s := &stmt{c: c, query: query, scan: sqlscan.Scan(query)}
+	if mask, ok := c.sc.stmtShape(); ok && s.lazy(mask) {
+		c.stmts++
+		return mirrorStmt(s, mask), nil
+	}
+	rc, err := c.use(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := prepareOn(ctx, rc, query)
+	if err != nil {
+		return nil, err
+	}
+	s.parent, s.on = ps, rc
 	c.stmts++
-	s := &stmt{c: c, parent: ps, query: query, scan: sqlscan.Scan(query)}
-	return mirrorStmt(s, mirrorStmtMask(ps))
+	return mirrorStmt(s, c.sc.learnStmtShape(ps)), nil
+}
+
+// lazy reports whether s may wait to be prepared: a read that may share,
+// on a clean connection, whose parent statements need no per-statement
+// argument conversion (which would need the prepared statement at once).
+func (s *stmt) lazy(mask uint16) bool {
+	return mask&(stmtNamedValueChecker|stmtColumnConverter) == 0 &&
+		s.scan.ReadOnly && s.scan.Verdict != sqlscan.Never && !s.c.inTx() && !s.c.tainted
+}
+
+func prepareOn(ctx context.Context, rc driver.Conn, query string) (driver.Stmt, error) {
+	if pc, ok := rc.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, query)
+	}
+	ps, err := rc.Prepare(query)
+	if err == nil && ctx.Err() != nil {
+		_ = ps.Close()
+		return nil, ctx.Err()
+	}
+	return ps, err
+}
+
+// prepared returns the parent statement prepared on rc, preparing it (again,
+// if the real connection changed) when needed.
+func (s *stmt) prepared(ctx context.Context, rc driver.Conn) (driver.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parent != nil && s.on == rc {
+		return s.parent, nil
+	}
+	ps, err := prepareOn(ctx, rc, s.query)
+	if err != nil {
+		return nil, err
+	}
+	if s.parent != nil {
+		_ = s.parent.Close()
+	}
+	s.parent, s.on = ps, rc
+	return ps, nil
+}
+
+// current is the parent statement if prepared (for the parent's own
+// methods that take no connection).
+func (s *stmt) current() driver.Stmt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parent
 }
 
 func (s *stmt) Close() error {
 	s.c.stmts--
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.parent == nil {
+		return nil
+	}
 	return s.parent.Close()
 }
 
-func (s *stmt) NumInput() int { return s.parent.NumInput() }
+// NumInput is the parent's count, or -1 (database/sql then leaves the
+// check to the parent) while the statement is not prepared.
+func (s *stmt) NumInput() int {
+	if ps := s.current(); ps != nil {
+		return ps.NumInput()
+	}
+	return -1
+}
 
 // Exec runs the statement (database/sql calls it only for a parent without
 // StmtExecContext).
@@ -54,7 +140,8 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.s.stats.queries.Add(1)
 	s.c.s.stats.bypass(bypassExec)
-	if _, err := s.c.use(ctx); err != nil {
+	rc, err := s.c.use(ctx)
+	if err != nil {
 		return nil, err
 	}
 	probe, err := s.c.admit(!s.scan.ReadOnly || s.c.mayWrite(s.scan))
@@ -62,39 +149,46 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, err
 	}
 	var res driver.Result
-	if e, ok := s.parent.(driver.StmtExecContext); ok {
-		res, err = e.ExecContext(ctx, args)
-	} else {
-		res, err = legacy(ctx, args, s.parent.Exec) //nolint:staticcheck // legacy parent
+	ps, err := s.prepared(ctx, rc)
+	if err == nil {
+		if e, ok := ps.(driver.StmtExecContext); ok {
+			res, err = e.ExecContext(ctx, args)
+		} else {
+			res, err = legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
+		}
 	}
 	s.c.s.guard.br.record(probe, err)
 	s.c.record(s.scan, err != nil)
 	return res, err
 }
 
-// QueryContext shares the statement's query like Conn.QueryContext.
+// QueryContext shares the statement's query like Conn.QueryContext; where
+// it must reach the database it runs the prepared statement.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.c.s.stats.queries.Add(1)
-	return s.c.query(ctx, s.query, s.scan, args, func(ctx context.Context, _ driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
-		if q, ok := s.parent.(driver.StmtQueryContext); ok {
+	return s.c.query(ctx, s.query, s.scan, args, func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
+		ps, err := s.prepared(ctx, rc)
+		if err != nil {
+			return nil, err
+		}
+		if q, ok := ps.(driver.StmtQueryContext); ok {
 			return q.QueryContext(ctx, args)
 		}
-		return legacy(ctx, args, s.parent.Query) //nolint:staticcheck // legacy parent
+		return legacy(ctx, args, ps.Query) //nolint:staticcheck // legacy parent
 	})
 }
 
-// CheckNamedValue forwards to the parent statement's checker, or to the
-// connection's: database/sql consults the statement's checker instead of the
-// connection's, so a statement that claims one must not skip the latter.
+// CheckNamedValue forwards to the parent statement's checker (mirrored only
+// when the parent has one; such statements are prepared at once).
 func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
-	if chk, ok := s.parent.(driver.NamedValueChecker); ok {
+	if chk, ok := s.current().(driver.NamedValueChecker); ok {
 		return chk.CheckNamedValue(nv)
 	}
 	return s.c.CheckNamedValue(nv)
 }
 
 func (s *stmt) ColumnConverter(idx int) driver.ValueConverter {
-	return s.parent.(driver.ColumnConverter).ColumnConverter(idx) //nolint:staticcheck // mirrored
+	return s.current().(driver.ColumnConverter).ColumnConverter(idx) //nolint:staticcheck // mirrored
 }
 
 func namedValues(args []driver.Value) []driver.NamedValue {
