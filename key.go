@@ -252,11 +252,25 @@ func detachArgs(args []driver.NamedValue) ([]driver.NamedValue, bool) {
 			}
 			continue
 		}
-		c, ok := detachValue(reflect.ValueOf(a.Value), 0)
+		if c, ok := detachValue(reflect.ValueOf(a.Value), 0); ok {
+			out[i].Value = c.Interface()
+			continue
+		}
+		// A Valuer that cannot be copied (big.Int inside, say) goes to the
+		// origin as the driver.Value it stands for, as database/sql's own
+		// conversion would send it.
+		vr, ok := a.Value.(driver.Valuer)
 		if !ok {
 			return nil, false
 		}
-		out[i].Value = c.Interface()
+		v, err := vr.Value()
+		if err != nil || !driver.IsValue(v) {
+			return nil, false
+		}
+		if b, isBytes := v.([]byte); isBytes && b != nil {
+			v = append([]byte(nil), b...)
+		}
+		out[i].Value = v
 	}
 	return out, true
 }

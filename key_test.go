@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"database/sql/driver"
+	"math/big"
 	"testing"
 	"time"
 
@@ -85,6 +86,10 @@ func TestUnencodableArgsDoNotShare(t *testing.T) {
 	}
 }
 
+type valuerBig struct{ n *big.Int }
+
+func (v valuerBig) Value() (driver.Value, error) { return v.n.String(), nil }
+
 func TestDetachArgsCopiesEverything(t *testing.T) {
 	b := []byte("abc")
 	ints := []int32{1, 2}
@@ -107,5 +112,10 @@ func TestDetachArgsCopiesEverything(t *testing.T) {
 	type hidden struct{ p *int }
 	if _, ok := detachArgs([]driver.NamedValue{arg(hidden{&n})}); ok {
 		t.Error("an unexported pointer was detached")
+	}
+	big := new(big.Int).SetInt64(12345)
+	out, ok = detachArgs([]driver.NamedValue{arg(valuerBig{big})})
+	if !ok || out[0].Value != "12345" {
+		t.Errorf("a Valuer that cannot be copied went as %#v, %v", out[0].Value, ok)
 	}
 }
