@@ -206,3 +206,26 @@ func TestUnavailableClassification(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenBreakerRefusesWritesBeforeConnecting(t *testing.T) {
+	clk := newFakeClock()
+	f := newFlaky()
+	db, _ := openFake(t, f.d, Options{Clock: clk, BreakerFailures: 1})
+	f.failWith(&pgconn.PgError{Code: "08006"})
+	_, _ = db.Exec("UPDATE items SET n = 1") // opens the breaker
+	opened := f.d.opened.Load()
+	ctx := context.Background()
+	c, err := db.Conn(ctx) // a virtual connection with no real one yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		if _, err := c.ExecContext(ctx, "INSERT INTO items VALUES (1)"); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("write while open: %v", err)
+		}
+	}
+	if f.d.opened.Load() != opened {
+		t.Fatal("a refused write opened a real connection")
+	}
+}

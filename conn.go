@@ -319,16 +319,17 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if _, err := c.s.annotationOf(r); err != nil {
 		return nil, err
 	}
+	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
+	if err != nil {
+		return nil, err
+	}
 	rc, err := c.use(ctx)
 	if err != nil {
+		c.s.guard.br.record(probe, err)
 		return nil, err
 	}
 	if r.ReadOnly && len(r.Unknown) > 0 {
 		c.sc.vouch(ctx, c, r.Unknown) // learn whether it may write
-	}
-	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
-	if err != nil {
-		return nil, err
 	}
 	res, err := execOn(ctx, rc, query, args)
 	c.s.guard.br.record(probe, err)

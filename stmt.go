@@ -140,12 +140,13 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.s.stats.queries.Add(1)
 	s.c.s.stats.bypass(bypassExec)
-	rc, err := s.c.use(ctx)
+	probe, err := s.c.admit(!s.scan.ReadOnly || s.c.mayWrite(s.scan))
 	if err != nil {
 		return nil, err
 	}
-	probe, err := s.c.admit(!s.scan.ReadOnly || s.c.mayWrite(s.scan))
+	rc, err := s.c.use(ctx)
 	if err != nil {
+		s.c.s.guard.br.record(probe, err)
 		return nil, err
 	}
 	var res driver.Result
