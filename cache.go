@@ -23,6 +23,7 @@ type entry struct {
 	key    string // the full key, compared on every hit (the store keeps hashes)
 	res    *result
 	empty  bool
+	filled time.Time
 	soft   time.Time // fresh until here
 	hard   time.Time // served stale (and refreshed) until here
 	last   time.Time // served when the origin fails (stale-if-error) until here
@@ -226,9 +227,13 @@ func spread(d time.Duration, j float64) time.Duration {
 // earlyRefresh is XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):
 // refresh before the soft deadline with a probability that grows as it
 // nears, faster for results that took long (delta) to compute:
-// now − delta·beta·ln(u) ≥ soft, u uniform in (0, 1].
-func earlyRefresh(now, soft time.Time, delta time.Duration, beta, u float64) bool {
-	if beta <= 0 || delta <= 0 {
+// now − delta·beta·ln(u) ≥ soft, u uniform in (0, 1]. Every hit draws, so
+// at thousands of hits a second the refresh comes about delta·beta·ln(rate·
+// delta) early; for a result whose delta is not small against its soft TTL
+// that is the whole window, so it never comes in the first half of the
+// fresh window (filled to soft): at most two refreshes per soft period.
+func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
+	if beta <= 0 || delta <= 0 || now.Before(filled.Add(soft.Sub(filled)/2)) {
 		return false
 	}
 	if u <= 0 {

@@ -209,12 +209,13 @@ func TestStaleIfError(t *testing.T) {
 func TestEarlyRefreshProbability(t *testing.T) {
 	now := time.Unix(1000, 0)
 	soft := now.Add(time.Second)
+	filled := now.Add(-time.Hour)
 	rate := func(beta float64) float64 {
 		hits := 0
 		const n = 20000
 		for i := range n {
 			u := (float64(i) + 0.5) / n // u spread evenly over (0, 1)
-			if earlyRefresh(now, soft, time.Second, beta, u) {
+			if earlyRefresh(now, filled, soft, time.Second, beta, u) {
 				hits++
 			}
 		}
@@ -229,8 +230,11 @@ func TestEarlyRefreshProbability(t *testing.T) {
 	if rate(0) != 0 || rate(-1) != 0 {
 		t.Error("beta 0 must disable early refresh")
 	}
-	if !earlyRefresh(soft, soft, time.Second, 1, 0.999999) {
+	if !earlyRefresh(soft, filled, soft, time.Second, 1, 0.999999) {
 		t.Error("at the soft deadline the refresh is due")
+	}
+	if earlyRefresh(now, now.Add(-time.Second/2), now.Add(time.Second), time.Hour, 1e9, 0.5) {
+		t.Error("an early refresh in the first half of the fresh window")
 	}
 }
 

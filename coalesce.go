@@ -148,7 +148,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		} else {
 			s.stats.freshHits.Add(1)
 		}
-		if earlyRefresh(now, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+		if earlyRefresh(now, e.filled, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil
@@ -434,7 +434,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 		return false
 	}
 	now := s.opts.Clock.Now()
-	e := &entry{key: rd.key, res: res, empty: res.empty(), delta: delta, seq: f.seq, tables: rd.tables, known: rd.known}
+	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables, known: rd.known}
 	e.soft, e.hard, e.last = s.deadlines(now, rd.plan.pol, e.empty)
 	st.put(e, now)
 	s.stats.fills.Add(1)
