@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -74,6 +75,9 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 	case driver.QueryerContext, driver.Queryer: //nolint:staticcheck // legacy parent
 		return queryOn(ctx, rc, rd.query, rd.args)
 	}
+	if rd.run == nil {
+		return nil, driver.ErrSkip
+	}
 	return rd.run(ctx, rc, rd.args)
 }
 
@@ -83,12 +87,14 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 // real connection, detached from ctx. Each caller gets its own cursor over
 // the shared result and may leave on its own context at any time.
 func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Result, p plan, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
-	key, ok := appendKey(nil, c.sc.id, r.Normalized, args)
+	key, ok := appendKey(make([]byte, 0, keySize(r.Normalized, args)), c.sc.id, r.Normalized, args)
 	if !ok {
 		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, r, run, args)
+		return c.pass(ctx, query, r, run, args)
 	}
-	rd := &read{c: c, query: query, r: r, plan: p, args: args, run: run, key: string(key), tables: r.Tables, known: r.TablesKnown}
+	// The key's bytes are never written again: the string may alias them.
+	rd := read{c: c, query: query, r: r, plan: p, args: args, run: run, key: unsafe.String(unsafe.SliceData(key), len(key)),
+		tables: r.Tables, known: r.TablesKnown}
 	if p.pol.Tables != nil {
 		rd.tables, rd.known = p.pol.Tables, true
 	}
@@ -97,7 +103,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	var old *entry // an expired entry, served if the origin fails (stale-if-error)
 	if p.cache {
 		if st = s.cache(); st != nil {
-			rows, e := s.lookup(st, rd)
+			rows, e := s.lookup(st, &rd)
 			if rows != nil {
 				return rows, nil
 			}
@@ -108,17 +114,17 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	// The origin may outlive this caller, who may then reuse its arguments.
 	if rd.args, ok = detachArgs(args); !ok {
 		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, r, run, args)
+		return c.pass(ctx, query, r, run, args)
 	}
 	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(rd.key, time.Now()) {
 		s.stats.bypass(bypassTooLarge)
-		return c.pass(ctx, r, run, args)
+		return c.pass(ctx, query, r, run, args)
 	}
 	if p.pol.NoCoalesce {
 		s.stats.bypass(bypassPolicy)
-		return c.pass(ctx, r, run, args)
+		return c.pass(ctx, query, r, run, args)
 	}
-	rows, err := s.fly(ctx, rd, st)
+	rows, err := s.fly(ctx, &rd, st)
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedSince(old.seq, rd.tables, rd.known) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
@@ -157,11 +163,17 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
 	}
+	if !now.Before(e.last) {
+		st.del(rd.key) // of no use any more, not even on error
+		return nil, nil
+	}
 	return nil, e
 }
 
 // fly runs the read through the key's flight.
-func (s *Shield) fly(ctx context.Context, rd *read, st *store) (driver.Rows, error) {
+func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows, error) {
+	rd := new(read) // the origin keeps it; the caller's stays on its stack
+	*rd = *caller
 	c := rd.c
 	for attempt := 0; ; attempt++ {
 		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, st != nil)
@@ -214,7 +226,7 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := rd.c.pass(ctx, rd.r, rd.run, rd.args)
+	rows, err := rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args)
 	s.exit(t, err)
 	return rows, err
 }
@@ -318,7 +330,7 @@ type link interface {
 type vconnLink struct{ c *conn }
 
 func (l vconnLink) conn(ctx context.Context) (driver.Conn, error) { return l.c.originConn(ctx) }
-func (l vconnLink) leader() *conn                                  { return l.c }
+func (l vconnLink) leader() *conn                                 { return l.c }
 func (l vconnLink) release(broken, handoff bool) {
 	if handoff {
 		l.c.openRows.Add(1) // the leader's rows go on reading from it

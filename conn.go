@@ -316,7 +316,7 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.s.stats.queries.Add(1)
 	r := sqlscan.Scan(query)
-	if _, err := c.s.annotationOf(r); err != nil {
+	if _, _, err := c.s.annotationOf(r); err != nil {
 		return nil, err
 	}
 	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
@@ -347,10 +347,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.s.stats.queries.Add(1)
 	r := sqlscan.Scan(query)
-	run := func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
-		return queryOn(ctx, rc, query, args)
-	}
-	return c.query(ctx, query, r, args, run)
+	return c.query(ctx, query, r, args, nil)
 }
 
 // query routes one read: shared through the cache and flights, or passed
@@ -365,11 +362,11 @@ func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args 
 	}
 	c.s.stats.bypass(reason)
 	c.s.logBypass(ctx, r, reason)
-	return c.pass(ctx, r, run, args)
+	return c.pass(ctx, query, r, run, args)
 }
 
 // pass runs a statement on the real connection and records its effects.
-func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
+func (c *conn) pass(ctx context.Context, query string, r *sqlscan.Result, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
 	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
 	if err != nil {
 		return nil, err
@@ -379,7 +376,12 @@ func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc, args []
 		c.s.guard.br.record(probe, err)
 		return nil, err
 	}
-	rows, err := run(ctx, rc, args)
+	var rows driver.Rows
+	if run == nil {
+		rows, err = queryOn(ctx, rc, query, args)
+	} else {
+		rows, err = run(ctx, rc, args)
+	}
 	c.s.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
@@ -392,7 +394,8 @@ func (c *conn) pass(ctx context.Context, r *sqlscan.Result, run runFunc, args []
 	return newPassRows(c, rows, r), nil
 }
 
-// runFunc runs a read with args on the real connection rc.
+// runFunc runs a read with args on the real connection rc; nil means
+// "send the SQL text".
 type runFunc func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error)
 
 // record applies what the statements of r did to the connection: they began
@@ -597,12 +600,12 @@ func (p *plan) beta() float64 {
 // non-empty reason means "pass it through"; an error (only under
 // Options.Strict) fails the statement.
 func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string, plan, error) {
-	a, err := s.annotationOf(r)
+	a, annotated, err := s.annotationOf(r)
 	if err != nil {
 		return "", plan{}, err
 	}
 	switch {
-	case a == nil && r.HasAnnotation:
+	case !annotated && r.HasAnnotation:
 		return bypassBadAnnotation, plan{}, nil
 	case c.inTx():
 		return bypassTx, plan{}, nil
@@ -618,7 +621,7 @@ func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string,
 	pol, explicit := s.basePolicy(ctx, r.Tables, r.Normalized)
 	optIn := explicit && (pol.Coalesce || pol.Soft > 0)
 	explicitTTL := false
-	if a != nil {
+	if annotated {
 		pol = a.merge(pol)
 		optIn = optIn || a.set&(setCoalesce|setSoft) != 0
 		explicitTTL = a.set&setSoft != 0
@@ -647,24 +650,24 @@ func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string
 		"reason", reason, "scanner", r.Reason, "fingerprint", fingerprint(r.Normalized))
 }
 
-// annotationOf parses r's annotation. A malformed one is counted and warned
-// about once per statement; it yields (nil, nil), or an error wrapping
-// ErrBadAnnotation under Options.Strict.
-func (s *Shield) annotationOf(r *sqlscan.Result) (*annotation, error) {
+// annotationOf parses r's annotation and reports whether it has a good one.
+// A malformed one is counted and warned about once per statement; it yields
+// false, or an error wrapping ErrBadAnnotation under Options.Strict.
+func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
 	if !r.HasAnnotation {
-		return nil, nil
+		return annotation{}, false, nil
 	}
 	a, err := parseAnnotationCached(r.Annotation)
 	if err == nil {
-		return &a, nil
+		return a, true, nil
 	}
 	s.stats.badAnnotations.Add(1)
 	if s.opts.Strict {
-		return nil, err
+		return annotation{}, false, err
 	}
 	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
 		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
 			"error", err, "fingerprint", fingerprint(r.Normalized))
 	}
-	return nil, nil
+	return annotation{}, false, nil
 }

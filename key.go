@@ -38,6 +38,22 @@ func appendKey(b []byte, scope uint64, normalized string, args []driver.NamedVal
 	return b, true
 }
 
+// keySize is a good first capacity for a key: most keys then take one
+// allocation.
+func keySize(normalized string, args []driver.NamedValue) int {
+	n := 8 + 10 + len(normalized) + 10
+	for _, a := range args {
+		n += 24 + len(a.Name)
+		switch v := a.Value.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		}
+	}
+	return n
+}
+
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

@@ -92,7 +92,7 @@ func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, er
 	total := 0
 	for {
 		rs := captureColumns(rows, res.mask)
-		res.bytes += int64(len(rs.names)) * 64
+		res.bytes += int64(len(rs.names)) * 96 // name, column metadata
 		dest := make([]driver.Value, len(rs.names))
 		for {
 			err := rows.Next(dest)
