@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"io"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -196,4 +198,60 @@ func TestMirrorsPgx(t *testing.T) {
 	}
 	defer tr.Close()
 	sameFaces(t, "pass-through rows", rowsFacesList, pr, tr)
+}
+
+// TestSqlmockHerdAndCopies runs a herd over go-sqlmock: the mock holds one
+// expectation, so a second origin would fail, and ExpectationsWereMet
+// counts what reached "the database". sqlmock overwrites the []byte it
+// returned on the next Next or Close: callers still read the original bytes
+// only if the rows were copied.
+func TestSqlmockHerdAndCopies(t *testing.T) {
+	mdb, mock, err := sqlmock.NewWithDSN("dsn-herd", sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mdb.Close()
+	const q = "SELECT payload FROM blobs WHERE id = $1"
+	rows := sqlmock.NewRows([]string{"payload"}).AddRow([]byte("first")).AddRow([]byte("second"))
+	mock.ExpectQuery(q).WithArgs(int64(7)).WillDelayFor(time.Second).WillReturnRows(rows)
+	s := New()
+	db := sql.OpenDB(dsnConnector{drv: s.Wrap(mdb.Driver()), dsn: "dsn-herd"})
+	defer db.Close()
+
+	const n = 25
+	var wg sync.WaitGroup
+	got := make([][]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			rs, err := db.Query(q, int64(7))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer rs.Close()
+			for rs.Next() {
+				var b []byte
+				if err := rs.Scan(&b); err != nil {
+					errs[i] = err
+					return
+				}
+				got[i] = append(got[i], string(b))
+			}
+			errs[i] = rs.Err()
+		})
+	}
+	waitFor(t, "every caller in the flight", func() bool { return s.Stats().Waiting == n })
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || len(got[i]) != 2 || got[i][0] != "first" || got[i][1] != "second" {
+			t.Fatalf("caller %d: %v %q", i, errs[i], got[i])
+		}
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.OriginExecutions != 1 || st.Followers != n-1 {
+		t.Fatalf("%+v", st)
+	}
 }
