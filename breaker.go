@@ -80,22 +80,38 @@ func (s *Shield) enter(ctx context.Context) (ticket, error) {
 		s.stats.breakerRejected.Add(1)
 		return ticket{}, ErrCircuitOpen
 	}
-	t := ticket{probe: probe, slot: s.guard.fg}
-	if !t.slot.TryAcquire(1) {
-		qctx, cancel := context.WithTimeout(ctx, s.guard.queueTimeout)
-		err := t.slot.Acquire(qctx, 1)
-		cancel()
-		if err != nil {
-			s.guard.br.record(probe, nil) // not the database's fault
-			s.stats.shed.Add(1)
-			if ctx.Err() != nil {
-				return ticket{}, ctx.Err()
-			}
-			return ticket{}, ErrOverloaded
-		}
+	t, err := s.slot(ctx)
+	if err != nil {
+		s.guard.br.record(probe, errNotRun) // the database was not asked
+		return ticket{}, err
 	}
+	t.probe = probe
 	return t, nil
 }
+
+// slot takes a foreground slot, waiting until ctx ends or the queue timeout
+// passes.
+func (s *Shield) slot(ctx context.Context) (ticket, error) {
+	t := ticket{slot: s.guard.fg}
+	if t.slot.TryAcquire(1) {
+		return t, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.guard.queueTimeout)
+	err := t.slot.Acquire(qctx, 1)
+	cancel()
+	if err == nil {
+		return t, nil
+	}
+	s.stats.shed.Add(1)
+	if ctx.Err() != nil {
+		return ticket{}, ctx.Err()
+	}
+	return ticket{}, ErrOverloaded
+}
+
+// errNotRun tells the breaker that an admitted request never reached the
+// database: it says nothing about its health (a probe is given back).
+var errNotRun = errors.New("sqlflight: not run")
 
 // enterBackground admits a background refresh only if a refresh slot is
 // free at once and the breaker is closed: refreshes never queue.
@@ -174,6 +190,7 @@ type breaker struct {
 	consecutive atomic.Int32
 	mu          sync.Mutex
 	openedAt    time.Time
+	probedAt    time.Time
 	inProbe     int32
 	transitions atomic.Uint64
 }
@@ -196,15 +213,31 @@ func (b *breaker) allow() (probe, ok bool) {
 		}
 		b.set(breakerHalfOpen)
 	}
+	now := b.clock.Now()
 	if b.inProbe >= b.probes {
-		return false, false
+		if now.Sub(b.probedAt) < b.timeout {
+			return false, false
+		}
+		// A probe that has not reported for a whole timeout is lost (its
+		// caller panicked, say): let another go rather than stay stuck.
+		b.inProbe = 0
 	}
 	b.inProbe++
+	b.probedAt = now
 	return true, true
 }
 
-// record tells the breaker how an allowed request went.
+// record tells the breaker how an allowed request went (errNotRun: it did
+// not go at all).
 func (b *breaker) record(probe bool, err error) {
+	if err == errNotRun {
+		if probe {
+			b.mu.Lock()
+			b.inProbe--
+			b.mu.Unlock()
+		}
+		return
+	}
 	down := unavailable(err)
 	if !probe && !down {
 		if err == nil || !ownCancellation(err) {

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,5 +228,61 @@ func TestOpenBreakerRefusesWritesBeforeConnecting(t *testing.T) {
 	}
 	if f.d.opened.Load() != opened {
 		t.Fatal("a refused write opened a real connection")
+	}
+}
+
+func TestHalfOpenClosesOnlyOnAProbeThatRan(t *testing.T) {
+	clk := newFakeClock()
+	g := newGate()
+	f := newFlaky()
+	inner := f.d.onQuery
+	f.d.onQuery = func(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+		if strings.HasSuffix(q, "SELECT slow()") {
+			if err := g.wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return inner(ctx, q, args)
+	}
+	db, s := openFake(t, f.d, Options{Clock: clk, BreakerFailures: 1, MaxInflight: 1, QueueTimeout: time.Millisecond})
+	f.failWith(&pgconn.PgError{Code: "08006"})
+	_ = db.QueryRow("SELECT n FROM a").Scan(new(int64)) // opens it
+	f.heal()
+	clk.Add(5 * time.Second)
+	// The probe is admitted but finds no slot: it did not run, so the
+	// breaker must stay half-open, and the next caller may probe.
+	held := make(chan error, 1)
+	go func() { held <- db.QueryRow("/* sqlflight: coalesce */ SELECT slow()").Scan(new(int64)) }()
+	waitFor(t, "slot taken", func() bool { return g.entered.Load() == 1 })
+	if err := db.QueryRow("SELECT n FROM b").Scan(new(int64)); !errors.Is(err, ErrOverloaded) && !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if st := s.Stats().BreakerState; st == "closed" {
+		t.Fatal("a probe that never ran closed the breaker")
+	}
+	close(g.ch)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().BreakerState; st != "closed" {
+		t.Fatalf("a probe that ran and succeeded left the breaker %s", st)
+	}
+}
+
+func TestLostProbeDoesNotWedgeTheBreaker(t *testing.T) {
+	clk := newFakeClock()
+	b := breaker{clock: clk, failures: 1, timeout: time.Second, probes: 1}
+	b.record(false, driver.ErrBadConn)
+	clk.Add(time.Second)
+	if probe, ok := b.allow(); !ok || !probe {
+		t.Fatal("no probe after the timeout")
+	}
+	// That probe's caller panicked: it never reports.
+	if _, ok := b.allow(); ok {
+		t.Fatal("a second probe while the first runs")
+	}
+	clk.Add(time.Second)
+	if probe, ok := b.allow(); !ok || !probe {
+		t.Fatal("a lost probe wedged the breaker half-open")
 	}
 }

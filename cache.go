@@ -49,8 +49,10 @@ func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOve
 // from flights, never from a Set being visible. The stores are made on
 // first use, so a Shield that never caches runs no cache goroutines.
 type store struct {
-	ready    atomic.Bool
-	mu       sync.Mutex
+	ready atomic.Bool
+	// mu is held for reading by every use of pos and neg, and for writing
+	// to make or close them: ristretto must not be used while it closes.
+	mu       sync.RWMutex
 	pos, neg *ristretto.Cache[string, *entry]
 	closed   bool
 	failed   bool
@@ -99,6 +101,11 @@ func newRistretto(maxBytes int64) (*ristretto.Cache[string, *entry], error) {
 
 // get returns the entry stored under key, checking the whole key.
 func (st *store) get(key string) *entry {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return nil
+	}
 	if e, ok := st.pos.Get(key); ok && e.key == key {
 		return e
 	}
@@ -113,7 +120,9 @@ func (st *store) get(key string) *entry {
 // with time rather than with MaxBytes), and a lookup drops an entry past
 // its last use.
 func (st *store) put(e *entry, now time.Time) {
-	if !now.Before(e.last) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed || !now.Before(e.last) {
 		return
 	}
 	if e.empty {
@@ -126,12 +135,22 @@ func (st *store) put(e *entry, now time.Time) {
 }
 
 func (st *store) del(key string) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return
+	}
 	st.pos.Del(key)
 	st.neg.Del(key)
 }
 
 // wait blocks until every put so far is applied (or dropped).
 func (st *store) wait() {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return
+	}
 	st.pos.Wait()
 	st.neg.Wait()
 }

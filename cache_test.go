@@ -459,3 +459,59 @@ func TestCacheHitOpensNoConnection(t *testing.T) {
 		cn.Close()
 	}
 }
+
+func TestSchemaQualifiedTablesShareEpochs(t *testing.T) {
+	db, s, _, _ := openCached(t, Options{})
+	qa := "/* sqlflight: ttl=1h tables=public.items */ SELECT n FROM items"
+	first := readN(t, db, qa)
+	if _, err := db.Exec("UPDATE public.items SET n = 2"); err != nil {
+		t.Fatal(err)
+	}
+	if readN(t, db, qa) == first {
+		t.Fatal("tables=public.items was not invalidated by UPDATE public.items")
+	}
+	qb := "/* sqlflight: ttl=1h */ SELECT n FROM public.items WHERE id = 1"
+	first = readN(t, db, qb)
+	s.Invalidate(`public."ITEMS"`)
+	if readN(t, db, qb) == first {
+		t.Fatal(`Invalidate("public.\"ITEMS\"") did not drop the entry`)
+	}
+}
+
+func TestCloseWhileFilling(t *testing.T) {
+	for round := range 20 {
+		d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+			return oneRow(int64(1)), nil
+		}}
+		db, s := openFake(t, d)
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := db.QueryRowContext(ctx, "/* sqlflight: ttl=1h */ SELECT n FROM t WHERE id = $1", (i*8+w)%50).Scan(new(int64))
+					cancel()
+					if err != nil {
+						t.Errorf("round %d: %v", round, err)
+						return
+					}
+				}
+			})
+		}
+		waitFor(t, "some fills", func() bool { return s.Stats().Fills > 10 })
+		_ = s.Close()
+		before := s.Stats().Queries
+		waitFor(t, "queries after Close", func() bool { return s.Stats().Queries > before+100 })
+		close(stop)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -182,7 +182,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			t, err := s.enter(ctx)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
-					s.exit(t, nil)
+					s.exit(t, errNotRun)
 				}
 			}
 			if err != nil {
@@ -222,12 +222,12 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 // passGuarded runs a read that left its flight on the caller's own
 // connection, through the guard like an origin query.
 func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
-	t, err := s.enter(ctx)
+	t, err := s.slot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args)
-	s.exit(t, err)
+	rows, err := rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args) // it consults the breaker itself
+	t.slot.Release(1)
 	return rows, err
 }
 
@@ -276,7 +276,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known)
 	if !ok {
-		s.exit(t, nil)
+		s.exit(t, errNotRun)
 		return
 	}
 	s.stats.refreshes.Add(1)
@@ -319,9 +319,8 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 // A link lends an origin query a real connection.
 type link interface {
 	conn(ctx context.Context) (driver.Conn, error)
-	// release gives the connection back; handoff says rows still read
-	// from it for the leader.
-	release(broken, handoff bool)
+	// release gives the connection back.
+	release(broken bool)
 	// leader is the connection whose caller may take a handoff, or nil.
 	leader() *conn
 }
@@ -331,12 +330,7 @@ type vconnLink struct{ c *conn }
 
 func (l vconnLink) conn(ctx context.Context) (driver.Conn, error) { return l.c.originConn(ctx) }
 func (l vconnLink) leader() *conn                                 { return l.c }
-func (l vconnLink) release(broken, handoff bool) {
-	if handoff {
-		l.c.openRows.Add(1) // the leader's rows go on reading from it
-	}
-	l.c.giveBack(broken)
-}
+func (l vconnLink) release(broken bool) { l.c.giveBack(broken) }
 
 // poolLink is a connection of the scope's own, for background refreshes.
 type poolLink struct {
@@ -353,7 +347,7 @@ func (l *poolLink) conn(ctx context.Context) (driver.Conn, error) {
 	return rc, err
 }
 
-func (l *poolLink) release(broken, _ bool) {
+func (l *poolLink) release(broken bool) {
 	if l.rc != nil {
 		l.sc.spare.put(l.rc, broken, l.s)
 	}
@@ -394,21 +388,25 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			}
 		}
 		if handoff != nil {
+			// The leader's rows go on reading from its real connection.
 			lc := l.leader()
+			lc.openRows.Add(1)
 			handoff.release = func() {
 				cancel(nil)
 				lc.openRows.Add(-1)
 			}
 		}
-		l.release(broken, handoff != nil)
-		s.exit(t, err)
 		if filled {
 			// The store applies puts later: the flight stays joinable
 			// until the entry shows, so no caller falls in between.
 			st.wait()
 		}
 		s.stats.inFlight.Add(-1)
+		// Publish (an orphaned handoff is closed here) before the real
+		// connection is given back: until then nobody else may use it.
 		s.finish(f, res, err, handoff)
+		l.release(broken)
+		s.exit(t, err)
 	}()
 
 	start := time.Now()
@@ -579,7 +577,7 @@ func (e *epochs) bump(tables []string, known bool) {
 		e.tables = make(map[string]uint64)
 	}
 	for _, t := range tables {
-		e.tables[strings.ToLower(t)] = n
+		e.tables[tableKey(t)] = n
 	}
 	e.mu.Unlock()
 }
@@ -596,11 +594,22 @@ func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for _, t := range tables {
-		if e.tables[strings.ToLower(t)] > seq {
+		if e.tables[tableKey(t)] > seq {
 			return false
 		}
 	}
 	return true
+}
+
+// tableKey is the name under which a table's epoch is kept: without its
+// schema (the scanner drops it; annotations and Invalidate may not) and
+// without regard to case. Two tables that differ only there share an epoch:
+// a write to one also ends the other's reuse, which is only ever safe.
+func tableKey(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return strings.ToLower(strings.Trim(name, `"`))
 }
 
 // bump records a write through the Shield.

@@ -110,6 +110,19 @@ func (c *conn) closeReal(rc driver.Conn) error {
 	return rc.Close()
 }
 
+// waitIdle waits for an origin query using the real connection to finish
+// (bounded by the origin's timeout), for work that has no context.
+func (c *conn) waitIdle() {
+	c.mu.Lock()
+	for c.busy != nil {
+		ch := c.busy
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+}
+
 // lendToOrigin marks the real connection busy for an origin query led from
 // this connection. It waits (on ctx) for a previous origin to finish.
 func (c *conn) lendToOrigin(ctx context.Context) error {
@@ -218,8 +231,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		// What database/sql does for a driver without ConnBeginTx.
 		switch {
 		case opts.Isolation != driver.IsolationLevel(0):
+			err = errNotRun
 			return nil, errors.New("sql: driver does not support non-default isolation level")
 		case opts.ReadOnly:
+			err = errNotRun
 			return nil, errors.New("sql: driver does not support read-only transactions")
 		}
 		ptx, err = rc.Begin() //nolint:staticcheck // the parent has nothing else

@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"sync"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -33,6 +34,8 @@ var (
 	_ driver.NamedValueChecker = (*stmt)(nil)
 	_ driver.ColumnConverter   = (*stmt)(nil) //nolint:staticcheck // mirrored when the parent has it
 )
+
+var errStmtClosed = errors.New("sqlflight: statement is closed")
 
 // PrepareContext prepares query. Once the scope knows the shape of its
 // parent's statements, a read that may share is prepared lazily (its syntax
@@ -82,6 +85,9 @@ func prepareOn(ctx context.Context, rc driver.Conn, query string) (driver.Stmt, 
 func (s *stmt) prepared(ctx context.Context, rc driver.Conn) (driver.Stmt, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errStmtClosed
+	}
 	if s.parent != nil && s.on == rc {
 		return s.parent, nil
 	}
@@ -104,8 +110,12 @@ func (s *stmt) current() driver.Stmt {
 	return s.parent
 }
 
+// Close closes the parent statement, after any origin query still running
+// on the real connection (database/sql closes unused statements of idle
+// connections, which may be lending their real connection to an origin).
 func (s *stmt) Close() error {
 	s.c.stmts--
+	s.c.waitIdle()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
