@@ -330,7 +330,7 @@ type vconnLink struct{ c *conn }
 
 func (l vconnLink) conn(ctx context.Context) (driver.Conn, error) { return l.c.originConn(ctx) }
 func (l vconnLink) leader() *conn                                 { return l.c }
-func (l vconnLink) release(broken bool) { l.c.giveBack(broken) }
+func (l vconnLink) release(broken bool)                           { l.c.giveBack(broken) }
 
 // poolLink is a connection of the scope's own, for background refreshes.
 type poolLink struct {
