@@ -226,9 +226,8 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args) // it consults the breaker itself
-	t.slot.Release(1)
-	return rows, err
+	defer t.slot.Release(1)
+	return rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args) // it consults the breaker itself
 }
 
 // joinOrLead joins the key's flight if it started after the last write to
