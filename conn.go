@@ -619,6 +619,23 @@ func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string,
 	if err != nil {
 		return "", plan{}, err
 	}
+	return s.routeWith(ctx, c, r, a, annotated)
+}
+
+// routeQuiet is route without counting or warning about the annotation
+// (for Explain).
+func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result) (string, plan, error) {
+	var a annotation
+	var err error
+	annotated := false
+	if r.HasAnnotation {
+		a, err = parseAnnotationCached(r.Annotation)
+		annotated = err == nil
+	}
+	return s.routeWith(ctx, c, r, a, annotated)
+}
+
+func (s *Shield) routeWith(ctx context.Context, c *conn, r *sqlscan.Result, a annotation, annotated bool) (string, plan, error) {
 	switch {
 	case !annotated && r.HasAnnotation:
 		return bypassBadAnnotation, plan{}, nil

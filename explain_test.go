@@ -1,0 +1,35 @@
+package sqlflight
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExplain(t *testing.T) {
+	s := New()
+	for _, tc := range []struct {
+		sql            string
+		shared, cached bool
+		reason         string
+	}{
+		{"SELECT * FROM products WHERE id = $1", true, false, "no TTL"},
+		{"/* sqlflight: soft=30s hard=5m */ SELECT * FROM products WHERE id = $1", true, true, ""},
+		{"SELECT now()", true, false, "no TTL"},
+		{"UPDATE products SET n = 1", false, false, "write"},
+		{"SELECT * FROM products FOR UPDATE", false, false, "FOR UPDATE"},
+		{"SELECT my_fn()", false, false, "my_fn"},
+		{"/* sqlflight: coalesce */ SELECT my_fn()", true, false, ""},
+		{"/* sqlflight: sfot=1s */ SELECT 1", false, false, "bad annotation"},
+	} {
+		x := s.Explain(context.Background(), tc.sql)
+		if x.Shared != tc.shared || x.Cached != tc.cached || !strings.Contains(x.Reason, tc.reason) {
+			t.Errorf("%s: shared %v cached %v reason %q", tc.sql, x.Shared, x.Cached, x.Reason)
+		}
+	}
+	x := s.Explain(WithTTL(context.Background(), time.Minute, time.Hour), "SELECT a FROM t")
+	if !x.Cached || x.Policy.Hard != time.Hour || x.Tables[0] != "t" || x.Fingerprint == "" {
+		t.Errorf("%+v", x)
+	}
+}
