@@ -515,3 +515,23 @@ func TestCloseWhileFilling(t *testing.T) {
 		}
 	}
 }
+
+func TestStatsByName(t *testing.T) {
+	db, s, _, _ := openCached(t, Options{})
+	q := "/* sqlflight: ttl=1h name=item_page */ SELECT n FROM items WHERE id = $1"
+	for range 3 {
+		readN(t, db, q, 1)
+	}
+	readN(t, db, "/* sqlflight: ttl=1h */ SELECT n FROM items WHERE id = $1", 2)
+	st := s.Stats()
+	ns, ok := st.Names["item_page"]
+	if !ok || len(st.Names) != 1 {
+		t.Fatalf("names %v", st.Names)
+	}
+	if ns.Queries != 3 || ns.Misses != 1 || ns.FreshHits != 2 || ns.OriginExecutions != 1 || ns.OriginDuration.Count != 1 {
+		t.Fatalf("%+v", ns)
+	}
+	if st.OriginDuration.Count != 2 || st.OriginDuration.Quantile(1) <= 0 {
+		t.Fatalf("origin duration %+v", st.OriginDuration)
+	}
+}

@@ -63,6 +63,7 @@ type read struct {
 	key    string
 	tables []string
 	known  bool
+	named  *nameCounters // the policy name's counters, or nil
 }
 
 // runOrigin runs the read's SQL text on rc. The origin does not use the
@@ -98,6 +99,9 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	if p.pol.Tables != nil {
 		rd.tables, rd.known = p.pol.Tables, true
 	}
+	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
+		rd.named.queries.Add(1)
+	}
 
 	var st *store
 	var old *entry // an expired entry, served if the origin fails (stale-if-error)
@@ -109,6 +113,9 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 			}
 			old = e
 			s.stats.misses.Add(1)
+			if rd.named != nil {
+				rd.named.misses.Add(1)
+			}
 		}
 	}
 	// The origin may outlive this caller, who may then reuse its arguments.
@@ -151,8 +158,14 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	case fresh:
 		if e.empty {
 			s.stats.negHits.Add(1)
+			if rd.named != nil {
+				rd.named.negHits.Add(1)
+			}
 		} else {
 			s.stats.freshHits.Add(1)
+			if rd.named != nil {
+				rd.named.freshHits.Add(1)
+			}
 		}
 		if earlyRefresh(now, e.filled, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
 			s.refresh(st, rd, e, now)
@@ -160,6 +173,9 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		return newReplay(e.res), nil
 	case stale:
 		s.stats.staleHits.Add(1)
+		if rd.named != nil {
+			rd.named.staleHits.Add(1)
+		}
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
 	}
@@ -363,6 +379,8 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		broken  bool
 		normal  bool
 		filled  bool
+		ran     bool
+		start   = time.Now()
 	)
 	defer func() {
 		if !normal {
@@ -380,8 +398,19 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			timer.Stop()
 			cancel(nil)
 		}
+		if ran {
+			took := time.Since(start)
+			s.stats.originDuration.observe(took)
+			if rd.named != nil {
+				rd.named.originExecs.Add(1)
+				rd.named.originDuration.observe(took)
+			}
+		}
 		if err != nil {
 			s.stats.originErrors.Add(1)
+			if rd.named != nil {
+				rd.named.originErrors.Add(1)
+			}
 			if rd.plan.onFailure != nil {
 				rd.plan.onFailure(err)
 			}
@@ -408,10 +437,10 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		s.exit(t, err)
 	}()
 
-	start := time.Now()
 	rc, err := l.conn(ctx)
 	if err == nil {
 		s.stats.originExecs.Add(1)
+		ran = true
 		var rows driver.Rows
 		rows, err = rd.runOrigin(ctx, rc)
 		if err == nil {
@@ -486,6 +515,10 @@ var errWaitExpired = errors.New("sqlflight: waited longer than wait=")
 func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Duration) (driver.Rows, error) {
 	s.stats.waiting.Add(1)
 	defer s.stats.waiting.Add(-1)
+	if !lead {
+		begin := time.Now()
+		defer func() { s.stats.followerWait.observe(time.Since(begin)) }()
+	}
 	var expired <-chan time.Time
 	if wait > 0 && !lead {
 		t := time.NewTimer(wait)

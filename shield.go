@@ -206,6 +206,15 @@ type Stats struct {
 	// "policy", "arguments", "too large", "busy connection", "bad annotation").
 	BypassReasons map[string]uint64
 
+	// OriginDuration is how long shared origin queries took (query and
+	// materialization); FollowerWait how long followers waited for them.
+	OriginDuration Histogram
+	FollowerWait   Histogram
+
+	// Names are the counters of each policy name (name= annotations),
+	// at most 1000 of them; later names count under "_other".
+	Names map[string]NameStats
+
 	Waiting         int64  // gauge: callers currently waiting on a flight
 	InFlight        int64  // gauge: flights currently running
 	RealConns       int64  // gauge: real database connections currently open
@@ -229,6 +238,9 @@ type counters struct {
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
+
+	originDuration, followerWait histogram
+	names                        names
 }
 
 func (c *counters) bypass(reason string) {
@@ -264,6 +276,9 @@ func (c *counters) snapshot() Stats {
 		Shed:             c.shed.Load(),
 		BreakerRejected:  c.breakerRejected.Load(),
 		BypassReasons:    map[string]uint64{},
+		OriginDuration:   c.originDuration.snapshot(),
+		FollowerWait:     c.followerWait.snapshot(),
+		Names:            c.names.snapshot(),
 		Waiting:          c.waiting.Load(),
 		InFlight:         c.inFlight.Load(),
 		RealConns:        c.realConns.Load(),
