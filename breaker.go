@@ -106,6 +106,8 @@ func (s *Shield) slot(ctx context.Context) (ticket, error) {
 	if ctx.Err() != nil {
 		return ticket{}, ctx.Err()
 	}
+	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
+		"max_inflight", s.opts.MaxInflight, "queue_timeout", s.guard.queueTimeout)
 	return ticket{}, ErrOverloaded
 }
 

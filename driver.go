@@ -60,7 +60,7 @@ func (s *Shield) Register(name string, d driver.Driver) { sql.Register(name, s.W
 // exactly when d does. Connections opened with the same DSN share one scope:
 // their identical queries coalesce; different DSNs never share.
 func (s *Shield) Wrap(d driver.Driver) driver.Driver {
-	w := &wrappedDriver{s: s, parent: d, scopes: make(map[string]*scope)}
+	w := &wrappedDriver{s: s, parent: d, scopes: make(map[string]*dsnScope)}
 	if dc, ok := d.(driver.DriverContext); ok {
 		return &wrappedDriverContext{wrappedDriver: w, parentCtx: dc}
 	}
@@ -71,7 +71,7 @@ func (s *Shield) Wrap(d driver.Driver) driver.Driver {
 // queries never share results with another connector's. The result implements
 // io.Closer exactly when c does.
 func (s *Shield) Connector(c driver.Connector) driver.Connector {
-	var d driver.Driver = &wrappedDriver{s: s, parent: c.Driver(), scopes: make(map[string]*scope)}
+	var d driver.Driver = &wrappedDriver{s: s, parent: c.Driver(), scopes: make(map[string]*dsnScope)}
 	if dc, ok := c.Driver().(driver.DriverContext); ok {
 		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
 	}
@@ -96,29 +96,65 @@ type wrappedDriver struct {
 	parent driver.Driver
 
 	mu     sync.Mutex
-	scopes map[string]*scope
+	scopes map[string]*dsnScope
 }
 
 var _ driver.Driver = (*wrappedDriver)(nil)
 
 func (d *wrappedDriver) shield() *Shield { return d.s }
 
-func (d *wrappedDriver) scopeFor(dsn string) *scope {
+// dsnScope is what a DSN opens: its scope, the Shield it belongs to (a
+// Shield of its own when the DSN carries sqlflight.* parameters), and the
+// DSN the parent driver sees, without those parameters.
+type dsnScope struct {
+	sc  *scope
+	s   *Shield
+	dsn string
+	drv driver.Driver // the driver its connectors report (ShieldOf finds s through it)
+}
+
+// scopeFor returns the scope of dsn, making it on first use.
+// sqlflight.* parameters (see Options; e.g. sqlflight.max_bytes=128MiB,
+// sqlflight.max_inflight=32, sqlflight.default=soft=30s,hard=5m) configure a
+// Shield for that DSN alone; an unknown or malformed one is an error
+// wrapping ErrBadDSN.
+func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	sc := d.scopes[dsn]
-	if sc == nil {
-		sc = d.s.newScope()
-		d.scopes[dsn] = sc
+	if e := d.scopes[dsn]; e != nil {
+		return e, nil
 	}
-	return sc
+	stripped, params, err := splitDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	e := &dsnScope{s: d.s, dsn: stripped, drv: self}
+	if len(params) > 0 {
+		o := d.s.opts
+		if err := applyDSN(&o, params); err != nil {
+			return nil, err
+		}
+		e.s = New(o)
+		own := &wrappedDriver{s: e.s, parent: d.parent, scopes: make(map[string]*dsnScope)}
+		e.drv = own
+		if dc, ok := self.(*wrappedDriverContext); ok {
+			e.drv = &wrappedDriverContext{wrappedDriver: own, parentCtx: dc.parentCtx}
+		}
+	}
+	e.sc = e.s.newScope()
+	d.scopes[dsn] = e
+	return e, nil
 }
 
 // Open returns a virtual connection for dsn. The real one is opened by the
 // parent driver only when work must reach the database.
 func (d *wrappedDriver) Open(dsn string) (driver.Conn, error) {
-	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(dsn) }
-	return d.scopeFor(dsn).connect(context.Background(), d.s, open)
+	e, err := d.scopeFor(dsn, d)
+	if err != nil {
+		return nil, err
+	}
+	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(e.dsn) }
+	return e.sc.connect(context.Background(), e.s, open)
 }
 
 type wrappedDriverContext struct {
@@ -131,11 +167,15 @@ var _ driver.DriverContext = (*wrappedDriverContext)(nil)
 // OpenConnector opens the parent's connector for dsn and wraps it; connectors
 // for the same DSN share one scope.
 func (d *wrappedDriverContext) OpenConnector(dsn string) (driver.Connector, error) {
-	pc, err := d.parentCtx.OpenConnector(dsn)
+	e, err := d.scopeFor(dsn, d)
 	if err != nil {
 		return nil, err
 	}
-	return d.s.newConnector(pc, d, d.scopeFor(dsn)), nil
+	pc, err := d.parentCtx.OpenConnector(e.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return e.s.newConnector(pc, e.drv, e.sc), nil
 }
 
 // connector wraps a driver.Connector; Connect returns virtual connections.

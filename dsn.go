@@ -1,0 +1,106 @@
+package sqlflight
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dsnPrefix marks the DSN parameters that configure sqlflight itself. They
+// are removed before the DSN reaches the wrapped driver.
+const dsnPrefix = "sqlflight."
+
+// ErrBadDSN is wrapped by the error of opening a DSN whose sqlflight.*
+// parameters are unknown or malformed.
+var ErrBadDSN = errors.New("sqlflight: bad DSN parameter")
+
+// splitDSN removes the sqlflight.* parameters from dsn, in URL form
+// (postgres://…?sqlflight.max_bytes=128MiB) or key=value form
+// (host=… sqlflight.max_bytes=128MiB), and returns them apart.
+func splitDSN(dsn string) (string, map[string]string, error) {
+	if !strings.Contains(dsn, dsnPrefix) {
+		return dsn, nil, nil
+	}
+	params := map[string]string{}
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			if name, ok := strings.CutPrefix(k, dsnPrefix); ok {
+				params[name] = vs[len(vs)-1]
+				q.Del(k)
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.String(), params, nil
+	}
+	var kept []string
+	for f := range strings.FieldsSeq(dsn) {
+		if rest, ok := strings.CutPrefix(f, dsnPrefix); ok {
+			k, v, _ := strings.Cut(rest, "=")
+			params[k] = strings.Trim(v, "'")
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return strings.Join(kept, " "), params, nil
+}
+
+// applyDSN sets the Options fields named by DSN parameters.
+func applyDSN(o *Options, params map[string]string) error {
+	for k, v := range params {
+		var err error
+		switch k {
+		case "max_bytes":
+			o.MaxBytes, err = parseBytes(v)
+		case "neg_max_bytes":
+			o.NegMaxBytes, err = parseBytes(v)
+		case "max_result_bytes":
+			o.MaxResultBytes, err = parseBytes(v)
+		case "max_result_rows":
+			o.MaxResultRows, err = positiveInt(v)
+		case "max_inflight":
+			o.MaxInflight, err = positiveInt(v)
+		case "max_refreshes":
+			o.MaxRefreshes, err = positiveInt(v)
+		case "breaker_failures":
+			o.BreakerFailures, err = positiveInt(v)
+		case "breaker_probes":
+			o.BreakerProbes, err = positiveInt(v)
+		case "origin_timeout":
+			o.OriginTimeout, err = parseDuration(v)
+		case "queue_timeout":
+			o.QueueTimeout, err = parseDuration(v)
+		case "breaker_timeout":
+			o.BreakerTimeout, err = parseDuration(v)
+		case "max_stale":
+			o.MaxStale, err = time.ParseDuration(v)
+		case "writes_when_open":
+			o.WritesWhenOpen, err = strconv.ParseBool(v)
+		case "strict":
+			o.Strict, err = strconv.ParseBool(v)
+		case "default":
+			// A whole default policy in annotation syntax, e.g. "soft=30s hard=5m".
+			var a annotation
+			if a, err = parseAnnotation(strings.ReplaceAll(v, ",", " ")); err == nil {
+				o.Default = a.merge(o.Default)
+			}
+		default:
+			return fmt.Errorf("%w: unknown parameter %s%s", ErrBadDSN, dsnPrefix, k)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
+		}
+	}
+	return nil
+}
+
+func positiveInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && n <= 0 {
+		err = errors.New("must be positive")
+	}
+	return n, err
+}
