@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"context"
+	"strings"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -53,6 +54,9 @@ func (s *Shield) Explain(ctx context.Context, query string) Explanation {
 	switch {
 	case reason != "":
 		x.Reason = reason + reasonDetail(reason, r)
+		if reason == bypassWrite && strings.HasPrefix(r.Reason, reason) {
+			x.Reason = r.Reason
+		}
 	default:
 		x.Shared = true
 		x.Cached = p.cache
@@ -65,7 +69,7 @@ func (s *Shield) Explain(ctx context.Context, query string) Explanation {
 }
 
 func reasonDetail(reason string, r *sqlscan.Result) string {
-	if (reason == bypassNotShareable || reason == bypassWrite) && r.Reason != "" {
+	if (reason == bypassNotShareable || reason == bypassWrite) && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
 		return ": " + r.Reason
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql/driver"
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"reflect"
@@ -246,7 +247,7 @@ func typeName(t reflect.Type) string {
 func fingerprint(normalized string) string {
 	h := fnv.New64a()
 	h.Write([]byte(normalized))
-	return strconv.FormatUint(h.Sum64(), 16)
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 // detachArgs returns a deep copy of args that shares no mutable memory with
