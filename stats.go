@@ -84,7 +84,7 @@ func (h Histogram) Quantile(q float64) float64 {
 // nameCounters are the counters of one policy name.
 type nameCounters struct {
 	queries, freshHits, staleHits, negHits, misses, originExecs, originErrors atomic.Uint64
-	originDuration                                                           histogram
+	originDuration                                                            histogram
 }
 
 // maxNames bounds the policy names counted apart; later names count under
