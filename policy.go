@@ -20,41 +20,41 @@ import (
 // Options.Default. Annotations override field by field.
 type Policy struct {
 	// Soft is the fresh window of a cached result; zero caches nothing.
-	Soft time.Duration
+	Soft time.Duration `json:"soft,omitempty"`
 	// Hard is the total life of a cached result (stale but served while a
 	// refresh runs); zero means Soft.
-	Hard time.Duration
+	Hard time.Duration `json:"hard,omitempty"`
 	// Neg is the life of an empty result; zero means Soft.
-	Neg time.Duration
+	Neg time.Duration `json:"neg,omitempty"`
 	// Jitter spreads Soft and Hard by ± this fraction; zero means 0.1, a
 	// negative value none.
-	Jitter float64
+	Jitter float64 `json:"jitter,omitempty"`
 	// Beta is the XFetch early-refresh aggressiveness; zero means 1, a
 	// negative value disables early refresh.
-	Beta float64
+	Beta float64 `json:"beta,omitempty"`
 
 	// MaxRows and MaxBytes bound a shared result; zero means Options'.
-	MaxRows  int
-	MaxBytes int64
+	MaxRows  int   `json:"maxrows,omitempty"`
+	MaxBytes int64 `json:"maxbytes,omitempty"`
 	// Wait bounds how long a follower waits for a flight before running the
 	// query itself; zero waits as long as its context allows.
-	Wait time.Duration
+	Wait time.Duration `json:"wait,omitempty"`
 	// Timeout bounds an origin query; zero means Options.OriginTimeout.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// Tables the result depends on, overriding the scanner.
-	Tables []string
+	Tables []string `json:"tables,omitempty"`
 	// Name labels the statement in stats and logs.
-	Name string
+	Name string `json:"name,omitempty"`
 
 	// Coalesce opts a statement that calls functions the scanner cannot
 	// vouch for into sharing (only from an annotation or a context policy).
-	Coalesce bool
+	Coalesce bool `json:"coalesce,omitempty"`
 	// NoCoalesce makes every caller run its own query.
-	NoCoalesce bool
+	NoCoalesce bool `json:"nocoalesce,omitempty"`
 	// NoCache stores nothing, whatever the TTLs say.
-	NoCache bool
+	NoCache bool `json:"nocache,omitempty"`
 	// Off sends the statement straight to the database.
-	Off bool
+	Off bool `json:"off,omitempty"`
 }
 
 // Validate reports whether p is usable.
