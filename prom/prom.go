@@ -1,0 +1,262 @@
+// Package prom exports the statistics of a sqlflight Shield as Prometheus
+// metrics.
+//
+//	shield := sqlflight.ShieldOf(db)
+//	prometheus.MustRegister(prom.NewCollector(shield, prom.WithShieldName("orders")))
+//
+// Every metric carries a constant label shield (default "default"), so that
+// several Shields can be registered side by side. The collector reads
+// Shield.Stats once per scrape and keeps no state of its own.
+package prom
+
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sqlflight/sqlflight"
+)
+
+// DefaultShieldName is the value of the shield label when no WithShieldName
+// option is given.
+const DefaultShieldName = "default"
+
+// OtherReason is the reason label of bypasses whose reason is not one of
+// BypassReasons (a reason added by a later sqlflight version), so that the
+// label stays bounded.
+const OtherReason = "other"
+
+// BypassReasons are the reason label values of sqlflight_bypassed_total,
+// each exported (zero included) on every scrape.
+var BypassReasons = []string{
+	"exec", "transaction", "session", "write", "not shareable", "policy",
+	"arguments", "too large", "busy connection", "bad annotation",
+}
+
+// An Option configures a collector.
+type Option func(*config)
+
+type config struct {
+	shield string
+	names  bool
+}
+
+// WithShieldName sets the value of the constant shield label of every
+// metric (default DefaultShieldName).
+func WithShieldName(name string) Option {
+	return func(c *config) { c.shield = name }
+}
+
+// WithoutNames leaves out the per-policy-name metrics (sqlflight_policy_*),
+// for a Shield with many name= annotations.
+func WithoutNames() Option {
+	return func(c *config) { c.names = false }
+}
+
+// Collector is a prometheus.Collector of one Shield's Stats.
+type Collector struct {
+	s     *sqlflight.Shield
+	names bool
+
+	counters []counter
+	gauges   []gauge
+
+	bypassed, cacheHits, breakerState             *prometheus.Desc
+	originDuration, followerWait                  *prometheus.Desc
+	policyQueries, policyHits, policyMisses       *prometheus.Desc
+	policyOrigin, policyErrors, policyOriginHisto *prometheus.Desc
+}
+
+// A counter is one unlabelled counter and the Stats field it reads.
+type counter struct {
+	desc  *prometheus.Desc
+	value func(*sqlflight.Stats) uint64
+}
+
+// A gauge is one unlabelled gauge and the Stats field it reads.
+type gauge struct {
+	desc  *prometheus.Desc
+	value func(*sqlflight.Stats) int64
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns a Collector of s's Stats.
+func New(s *sqlflight.Shield, opts ...Option) *Collector {
+	cfg := config{shield: DefaultShieldName, names: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	constLabels := prometheus.Labels{"shield": cfg.shield}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("sqlflight_"+name, help, labels, constLabels)
+	}
+	c := &Collector{s: s, names: cfg.names}
+	cnt := func(name, help string, value func(*sqlflight.Stats) uint64) {
+		c.counters = append(c.counters, counter{desc(name, help), value})
+	}
+	cnt("queries_total", "Statements seen (queries and execs, prepared or not).",
+		func(st *sqlflight.Stats) uint64 { return st.Queries })
+	cnt("flights_total", "Shared flights started (leaders).",
+		func(st *sqlflight.Stats) uint64 { return st.Flights })
+	cnt("followers_total", "Callers that joined a running flight instead of querying.",
+		func(st *sqlflight.Stats) uint64 { return st.Followers })
+	cnt("origin_executions_total", "Shared-flight queries that reached the database.",
+		func(st *sqlflight.Stats) uint64 { return st.OriginExecutions })
+	cnt("origin_errors_total", "Shared-flight queries that failed.",
+		func(st *sqlflight.Stats) uint64 { return st.OriginErrors })
+	cnt("cache_misses_total", "Cacheable reads that found no usable cache entry.",
+		func(st *sqlflight.Stats) uint64 { return st.Misses })
+	cnt("cache_fills_total", "Results stored in the cache.",
+		func(st *sqlflight.Stats) uint64 { return st.Fills })
+	cnt("refreshes_total", "Background refreshes of cached results started (stale or early).",
+		func(st *sqlflight.Stats) uint64 { return st.Refreshes })
+	cnt("refresh_failures_total", "Background refreshes of cached results that failed.",
+		func(st *sqlflight.Stats) uint64 { return st.RefreshFailures })
+	cnt("stale_if_error_total", "Cached results served because the query to refresh them failed or was refused.",
+		func(st *sqlflight.Stats) uint64 { return st.StaleIfError })
+	cnt("shed_total", "Reads refused for want of an origin slot (ErrOverloaded or a stale result).",
+		func(st *sqlflight.Stats) uint64 { return st.Shed })
+	cnt("breaker_rejected_total", "Statements refused by the open circuit breaker.",
+		func(st *sqlflight.Stats) uint64 { return st.BreakerRejected })
+	cnt("breaker_transitions_total", "State changes of the circuit breaker.",
+		func(st *sqlflight.Stats) uint64 { return st.BreakerTransitions })
+	cnt("invalidations_total", "Write events that bumped table epochs.",
+		func(st *sqlflight.Stats) uint64 { return st.Invalidations })
+	cnt("too_large_total", "Shared results over the row or byte limit, handed to their own caller only.",
+		func(st *sqlflight.Stats) uint64 { return st.TooLarge })
+	cnt("wait_expired_total", "Followers that stopped waiting for a flight after wait= and queried themselves.",
+		func(st *sqlflight.Stats) uint64 { return st.WaitExpired })
+	cnt("bad_annotations_total", "Statements with a malformed sqlflight annotation.",
+		func(st *sqlflight.Stats) uint64 { return st.BadAnnotations })
+	cnt("panics_total", "Panics and Goexits caught in the origin path.",
+		func(st *sqlflight.Stats) uint64 { return st.Panics })
+	cnt("real_connections_opened_total", "Real database connections opened.",
+		func(st *sqlflight.Stats) uint64 { return st.RealConnsOpened })
+
+	gau := func(name, help string, value func(*sqlflight.Stats) int64) {
+		c.gauges = append(c.gauges, gauge{desc(name, help), value})
+	}
+	gau("waiting", "Callers currently waiting on a flight.",
+		func(st *sqlflight.Stats) int64 { return st.Waiting })
+	gau("flights_in_progress", "Shared flights currently running.",
+		func(st *sqlflight.Stats) int64 { return st.InFlight })
+	gau("real_connections", "Real database connections currently open.",
+		func(st *sqlflight.Stats) int64 { return st.RealConns })
+
+	c.bypassed = desc("bypassed_total", "Statements sent straight to the real connection, by reason.", "reason")
+	c.cacheHits = desc("cache_hits_total", "Cached results served, by state (fresh, stale or negative).", "state")
+	c.breakerState = desc("breaker_state", "State of the circuit breaker: 0 closed, 1 half-open, 2 open.")
+	c.originDuration = desc("origin_duration_seconds", "Duration of shared origin queries (query and materialization).")
+	c.followerWait = desc("follower_wait_seconds", "Time followers waited for a shared flight.")
+	c.policyQueries = desc("policy_queries_total", "Shareable reads of a policy name that reached the sharing path.", "name")
+	c.policyHits = desc("policy_cache_hits_total", "Cached results served for a policy name, by state.", "name", "state")
+	c.policyMisses = desc("policy_cache_misses_total", "Cacheable reads of a policy name that found no usable entry.", "name")
+	c.policyOrigin = desc("policy_origin_executions_total", "Shared-flight queries of a policy name that reached the database.", "name")
+	c.policyErrors = desc("policy_origin_errors_total", "Shared-flight queries of a policy name that failed.", "name")
+	c.policyOriginHisto = desc("policy_origin_duration_seconds", "Duration of shared origin queries of a policy name.", "name")
+	return c
+}
+
+// NewCollector returns a prometheus.Collector of s's Stats; it is New as an
+// interface.
+func NewCollector(s *sqlflight.Shield, opts ...Option) prometheus.Collector {
+	return New(s, opts...)
+}
+
+// Describe sends the descriptors of every metric c may collect.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.counters {
+		ch <- m.desc
+	}
+	for _, m := range c.gauges {
+		ch <- m.desc
+	}
+	ch <- c.bypassed
+	ch <- c.cacheHits
+	ch <- c.breakerState
+	ch <- c.originDuration
+	ch <- c.followerWait
+	if c.names {
+		ch <- c.policyQueries
+		ch <- c.policyHits
+		ch <- c.policyMisses
+		ch <- c.policyOrigin
+		ch <- c.policyErrors
+		ch <- c.policyOriginHisto
+	}
+}
+
+// Collect reads the Shield's Stats once and sends them as metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	for _, m := range c.counters {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(&st)))
+	}
+	for _, m := range c.gauges {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, float64(m.value(&st)))
+	}
+
+	reasons := make(map[string]uint64, len(BypassReasons)+1)
+	for _, r := range BypassReasons {
+		reasons[r] = 0
+	}
+	for r, n := range st.BypassReasons {
+		if !slices.Contains(BypassReasons, r) {
+			r = OtherReason
+		}
+		reasons[r] += n
+	}
+	for r, n := range reasons {
+		ch <- prometheus.MustNewConstMetric(c.bypassed, prometheus.CounterValue, float64(n), r)
+	}
+
+	ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.FreshHits), "fresh")
+	ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.StaleHits), "stale")
+	ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.NegativeHits), "negative")
+
+	if v, ok := breakerStates[st.BreakerState]; ok {
+		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, v)
+	}
+
+	ch <- constHistogram(c.originDuration, st.OriginDuration)
+	ch <- constHistogram(c.followerWait, st.FollowerWait)
+
+	if !c.names {
+		return
+	}
+	for name, ns := range st.Names {
+		ch <- prometheus.MustNewConstMetric(c.policyQueries, prometheus.CounterValue, float64(ns.Queries), name)
+		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.FreshHits), name, "fresh")
+		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.StaleHits), name, "stale")
+		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.NegativeHits), name, "negative")
+		ch <- prometheus.MustNewConstMetric(c.policyMisses, prometheus.CounterValue, float64(ns.Misses), name)
+		ch <- prometheus.MustNewConstMetric(c.policyOrigin, prometheus.CounterValue, float64(ns.OriginExecutions), name)
+		ch <- prometheus.MustNewConstMetric(c.policyErrors, prometheus.CounterValue, float64(ns.OriginErrors), name)
+		ch <- constHistogram(c.policyOriginHisto, ns.OriginDuration, name)
+	}
+}
+
+// breakerStates maps Stats.BreakerState to the breaker_state gauge.
+var breakerStates = map[string]float64{"closed": 0, "half-open": 1, "open": 2}
+
+// constHistogram turns h (per-bucket counts, the last above every bound)
+// into a Prometheus histogram (cumulative counts). The count is the sum of
+// the buckets, so that the +Inf bucket always equals it.
+func constHistogram(desc *prometheus.Desc, h sqlflight.Histogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		buckets[b] = cum
+	}
+	count := h.Count
+	if len(h.Counts) > 0 {
+		count = cum
+		for _, n := range h.Counts[min(len(h.Bounds), len(h.Counts)):] {
+			count += n
+		}
+	}
+	return prometheus.MustNewConstHistogram(desc, count, h.Sum, buckets, labels...)
+}

@@ -1,0 +1,264 @@
+package prom_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/prom"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testDriver is a trivial database: every query returns one row (1), every
+// exec affects one row.
+type testDriver struct{}
+
+func (testDriver) Connect(context.Context) (driver.Conn, error) { return testConn{}, nil }
+func (d testDriver) Driver() driver.Driver                      { return d }
+func (testDriver) Open(string) (driver.Conn, error)             { return testConn{}, nil }
+
+type testConn struct{}
+
+func (testConn) Prepare(string) (driver.Stmt, error) { return nil, driver.ErrSkip }
+func (testConn) Close() error                        { return nil }
+func (testConn) Begin() (driver.Tx, error)           { return testTx{}, nil } //nolint:staticcheck
+
+func (testConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return &testRows{}, nil
+}
+
+func (testConn) ExecContext(context.Context, string, []driver.NamedValue) (driver.Result, error) {
+	return driver.RowsAffected(1), nil
+}
+
+type testTx struct{}
+
+func (testTx) Commit() error   { return nil }
+func (testTx) Rollback() error { return nil }
+
+type testRows struct{ done bool }
+
+func (*testRows) Columns() []string { return []string{"n"} }
+func (*testRows) Close() error      { return nil }
+func (r *testRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done = true
+	dest[0] = int64(1)
+	return nil
+}
+
+// drive runs a few statements through s: a cached named read three times
+// (miss, then fresh hits), a write and a bad annotation (bypasses).
+func drive(t *testing.T, s *sqlflight.Shield) {
+	t.Helper()
+	db := s.OpenDB(testDriver{})
+	defer db.Close()
+	ctx := context.Background()
+	for range 3 {
+		var n int
+		if err := db.QueryRowContext(ctx, "/* sqlflight: soft=1m name=product */ SELECT n FROM products WHERE id = 1").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE stock SET n = 2"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, "/* sqlflight: sfot=1s */ SELECT 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+}
+
+func newShield(t *testing.T) *sqlflight.Shield {
+	s := sqlflight.New(sqlflight.Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestCollectorMetrics(t *testing.T) {
+	s := newShield(t)
+	drive(t, s)
+	st := s.Stats()
+	if st.FreshHits == 0 || st.Misses == 0 || st.Bypassed == 0 {
+		t.Fatalf("the test queries did not exercise the cache and bypasses: %+v", st)
+	}
+
+	c := prom.NewCollector(s, prom.WithShieldName("orders"))
+	const lbl = `shield="orders"`
+	want := `
+# HELP sqlflight_cache_hits_total Cached results served, by state (fresh, stale or negative).
+# TYPE sqlflight_cache_hits_total counter
+sqlflight_cache_hits_total{` + lbl + `,state="fresh"} ` + u(st.FreshHits) + `
+sqlflight_cache_hits_total{` + lbl + `,state="negative"} ` + u(st.NegativeHits) + `
+sqlflight_cache_hits_total{` + lbl + `,state="stale"} ` + u(st.StaleHits) + `
+# HELP sqlflight_cache_misses_total Cacheable reads that found no usable cache entry.
+# TYPE sqlflight_cache_misses_total counter
+sqlflight_cache_misses_total{` + lbl + `} ` + u(st.Misses) + `
+# HELP sqlflight_queries_total Statements seen (queries and execs, prepared or not).
+# TYPE sqlflight_queries_total counter
+sqlflight_queries_total{` + lbl + `} ` + u(st.Queries) + `
+# HELP sqlflight_breaker_state State of the circuit breaker: 0 closed, 1 half-open, 2 open.
+# TYPE sqlflight_breaker_state gauge
+sqlflight_breaker_state{` + lbl + `} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"sqlflight_cache_hits_total", "sqlflight_cache_misses_total", "sqlflight_queries_total", "sqlflight_breaker_state"); err != nil {
+		t.Error(err)
+	}
+
+	// Every bypass reason is exported, zero included, and sums to Bypassed.
+	if n := testutil.CollectAndCount(c, "sqlflight_bypassed_total"); n != len(prom.BypassReasons) {
+		t.Errorf("%d bypass series, want %d", n, len(prom.BypassReasons))
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+		for _, m := range mf.GetMetric() {
+			var shield string
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "shield" {
+					shield = lp.GetValue()
+				}
+			}
+			if shield != "orders" {
+				t.Errorf("%s has shield label %q", mf.GetName(), shield)
+			}
+		}
+		if mf.GetName() == "sqlflight_bypassed_total" {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "reason" && (lp.GetValue() == "exec" || lp.GetValue() == "bad annotation") &&
+						m.GetCounter().GetValue() == 0 {
+						t.Errorf("no bypass counted under reason=%q", lp.GetValue())
+					}
+				}
+			}
+			if uint64(sum) != st.Bypassed {
+				t.Errorf("bypasses by reason sum to %v, Bypassed is %d", sum, st.Bypassed)
+			}
+		}
+	}
+	for _, name := range []string{
+		"sqlflight_queries_total", "sqlflight_bypassed_total", "sqlflight_flights_total", "sqlflight_followers_total",
+		"sqlflight_origin_executions_total", "sqlflight_origin_errors_total", "sqlflight_cache_hits_total",
+		"sqlflight_cache_misses_total", "sqlflight_cache_fills_total", "sqlflight_refreshes_total",
+		"sqlflight_refresh_failures_total", "sqlflight_stale_if_error_total", "sqlflight_shed_total",
+		"sqlflight_breaker_rejected_total", "sqlflight_breaker_transitions_total", "sqlflight_invalidations_total",
+		"sqlflight_too_large_total", "sqlflight_wait_expired_total", "sqlflight_bad_annotations_total",
+		"sqlflight_panics_total", "sqlflight_real_connections_opened_total",
+		"sqlflight_waiting", "sqlflight_flights_in_progress", "sqlflight_real_connections", "sqlflight_breaker_state",
+		"sqlflight_origin_duration_seconds", "sqlflight_follower_wait_seconds",
+		"sqlflight_policy_queries_total", "sqlflight_policy_cache_hits_total", "sqlflight_policy_cache_misses_total",
+		"sqlflight_policy_origin_executions_total", "sqlflight_policy_origin_errors_total",
+		"sqlflight_policy_origin_duration_seconds",
+	} {
+		if !got[name] {
+			t.Errorf("%s not exported", name)
+		}
+	}
+}
+
+func TestCollectorNamesAndHistograms(t *testing.T) {
+	s := newShield(t)
+	drive(t, s)
+	st := s.Stats()
+	ns, ok := st.Names["product"]
+	if !ok {
+		t.Fatalf("no stats for name product: %+v", st.Names)
+	}
+	c := prom.NewCollector(s)
+	const lbl = `name="product",shield="default"`
+	want := `
+# HELP sqlflight_policy_cache_hits_total Cached results served for a policy name, by state.
+# TYPE sqlflight_policy_cache_hits_total counter
+sqlflight_policy_cache_hits_total{` + lbl + `,state="fresh"} ` + u(ns.FreshHits) + `
+sqlflight_policy_cache_hits_total{` + lbl + `,state="negative"} ` + u(ns.NegativeHits) + `
+sqlflight_policy_cache_hits_total{` + lbl + `,state="stale"} ` + u(ns.StaleHits) + `
+# HELP sqlflight_policy_origin_executions_total Shared-flight queries of a policy name that reached the database.
+# TYPE sqlflight_policy_origin_executions_total counter
+sqlflight_policy_origin_executions_total{` + lbl + `} ` + u(ns.OriginExecutions) + `
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"sqlflight_policy_cache_hits_total", "sqlflight_policy_origin_executions_total"); err != nil {
+		t.Error(err)
+	}
+
+	// The origin histogram is cumulative, its +Inf bucket is its count.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sqlflight_origin_duration_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != st.OriginDuration.Count || h.GetSampleCount() == 0 {
+			t.Errorf("origin histogram count %d, Stats %d", h.GetSampleCount(), st.OriginDuration.Count)
+		}
+		var prev uint64
+		for _, b := range h.GetBucket() {
+			if b.GetCumulativeCount() < prev || b.GetCumulativeCount() > h.GetSampleCount() {
+				t.Errorf("bucket %v: cumulative %d after %d, count %d", b.GetUpperBound(), b.GetCumulativeCount(), prev, h.GetSampleCount())
+			}
+			prev = b.GetCumulativeCount()
+		}
+		if len(h.GetBucket()) != len(st.OriginDuration.Bounds) {
+			t.Errorf("%d buckets, want %d", len(h.GetBucket()), len(st.OriginDuration.Bounds))
+		}
+	}
+
+	if n := testutil.CollectAndCount(prom.NewCollector(s, prom.WithoutNames()),
+		"sqlflight_policy_queries_total", "sqlflight_policy_origin_duration_seconds"); n != 0 {
+		t.Errorf("WithoutNames: %d policy series", n)
+	}
+}
+
+func TestCollectorLint(t *testing.T) {
+	s := newShield(t)
+	drive(t, s)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(prom.NewCollector(s))
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestTwoShields registers two collectors side by side, told apart by the
+// shield label.
+func TestTwoShields(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(prom.NewCollector(newShield(t), prom.WithShieldName("a")))
+	reg.MustRegister(prom.NewCollector(newShield(t), prom.WithShieldName("b")))
+	if n, err := testutil.GatherAndCount(reg, "sqlflight_queries_total"); err != nil || n != 2 {
+		t.Errorf("%d series of sqlflight_queries_total, err %v; want 2", n, err)
+	}
+}
+
+func u(n uint64) string { return strconv.FormatUint(n, 10) }
