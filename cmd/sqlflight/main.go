@@ -7,8 +7,10 @@
 //
 // Commands:
 //
-//	demo    play a hot-key thundering herd against an embedded SQLite database,
-//	        once without protection and once through sqlflight, and compare
+//	demo     play a hot-key herd three ways (no protection, coalescing only,
+//	         soft/hard TTL) on an embedded SQLite database, or on Postgres with
+//	         -dsn; print a side-by-side table and write an SVG chart
+//	explain  tell how sqlflight routes a statement: shared, cached, and why
 //
 // Run "sqlflight <command> -h" for the flags of a command.
 package main
@@ -35,7 +37,8 @@ type command struct {
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
-	{name: "demo", summary: "play a hot-key herd on embedded SQLite, without and with sqlflight", run: runDemo},
+	{name: "demo", summary: "play a hot-key herd three ways (SQLite, or Postgres with -dsn); table and SVG chart", run: runDemo},
+	{name: "explain", summary: "tell whether a statement would be shared and cached, and why", run: runExplain},
 }
 
 // errUsage marks an error caused by how the tool was invoked; it exits 2.

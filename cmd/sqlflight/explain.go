@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// explainStdin is where explain reads a statement given as "-" or not at all; tests
+// replace it.
+var explainStdin io.Reader = os.Stdin
+
+// runExplain is the explain subcommand: it tells how a default Shield would
+// route one statement, for a person or, with -json, as an Explanation.
+func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the explanation as indented JSON")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sqlflight explain [-json] ["<SQL>" | -]
+
+Explain tells how sqlflight would route one statement on a clean connection
+outside a transaction, with the default options: whether identical in-flight
+calls share one query, whether the result is cached, and why not. With no
+statement or "-", the statement is read from standard input.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage // the flag package has printed the error and usage
+	}
+	var query string
+	switch rest := fs.Args(); {
+	case len(rest) > 1:
+		return fmt.Errorf("%w: want one statement, got %d arguments (quote the SQL)", errUsage, len(rest))
+	case len(rest) == 1 && rest[0] != "-":
+		query = rest[0]
+	default:
+		b, err := io.ReadAll(explainStdin)
+		if err != nil {
+			return fmt.Errorf("reading the statement from standard input: %w", err)
+		}
+		query = string(b)
+	}
+	query = strings.TrimSpace(query)
+	if query == "" {
+		return fmt.Errorf("%w: no statement to explain", errUsage)
+	}
+
+	s := sqlflight.New()
+	defer s.Close()
+	x := s.Explain(ctx, query)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(x)
+	}
+	return writeExplanation(stdout, x)
+}
+
+// writeExplanation prints x for a person.
+func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
+	var b strings.Builder
+	line := func(label, format string, a ...any) {
+		fmt.Fprintf(&b, "%-12s %s\n", label+":", fmt.Sprintf(format, a...))
+	}
+	kind := x.Kind
+	if x.Statements > 1 {
+		kind += fmt.Sprintf(" (%d statements)", x.Statements)
+	}
+	if x.ReadOnly {
+		kind += ", read-only"
+	}
+	line("kind", "%s", kind)
+	if x.Shared {
+		line("shared", "yes: identical in-flight calls run one query (%s)", x.Verdict)
+	} else {
+		line("shared", "no: %s", dedupe(orUnknown(x.Reason)))
+	}
+	switch {
+	case x.Cached:
+		line("cached", "yes: %s", cacheWindow(x.Policy))
+	case !x.Shared:
+		line("cached", "no: not shared")
+	default:
+		line("cached", "no: %s", strings.TrimPrefix(orUnknown(x.Reason), "not cached: "))
+	}
+	if x.Error != "" {
+		line("error", "%s", x.Error)
+	}
+	if x.Annotation != "" {
+		line("annotation", "%s", x.Annotation)
+	}
+	tables := list(x.Tables)
+	if !x.TablesKnown {
+		tables += " (not known for certain)"
+	}
+	line("reads", "%s", tables)
+	line("writes", "%s", list(x.Writes))
+	line("functions", "%s", functions(x.Functions, x.Unknown))
+	line("normalized", "%s", x.Normalized)
+	line("fingerprint", "%s", x.Fingerprint)
+	pol := policyFields(x.Policy)
+	if len(pol) == 0 {
+		line("policy", "defaults (coalesce shareable reads, cache nothing)")
+	} else {
+		line("policy", "%s", strings.Join(pol, " "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(no reason given)"
+	}
+	return s
+}
+
+// dedupe drops a repeated leading word from a reason ("write: write:
+// UPDATE" reads "write: UPDATE").
+func dedupe(reason string) string {
+	head, rest, ok := strings.Cut(reason, ": ")
+	if ok && strings.HasPrefix(rest, head+": ") {
+		return rest
+	}
+	return reason
+}
+
+func cacheWindow(p sqlflight.Policy) string {
+	s := "fresh for " + p.Soft.String()
+	if p.Hard > p.Soft {
+		s += ", then served stale while refreshed up to " + p.Hard.String()
+	}
+	return s
+}
+
+func list(xs []string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// functions lists fs, marking those in unknown.
+func functions(fs, unknown []string) string {
+	if len(fs) == 0 && len(unknown) == 0 {
+		return "-"
+	}
+	isUnknown := make(map[string]bool, len(unknown))
+	for _, u := range unknown {
+		isUnknown[u] = true
+	}
+	seen := make(map[string]bool, len(fs))
+	var out []string
+	for _, f := range fs {
+		seen[f] = true
+		if isUnknown[f] {
+			f += " (unknown: not vouched for)"
+		}
+		out = append(out, f)
+	}
+	for _, u := range unknown {
+		if !seen[u] {
+			out = append(out, u+" (unknown: not vouched for)")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// policyFields renders the non-zero fields of p as annotation-like words.
+func policyFields(p sqlflight.Policy) []string {
+	var out []string
+	dur := func(name string, d time.Duration) {
+		if d != 0 {
+			out = append(out, name+"="+d.String())
+		}
+	}
+	num := func(name string, f float64) {
+		if f != 0 {
+			out = append(out, name+"="+strconv.FormatFloat(f, 'g', -1, 64))
+		}
+	}
+	flag := func(name string, on bool) {
+		if on {
+			out = append(out, name)
+		}
+	}
+	dur("soft", p.Soft)
+	dur("hard", p.Hard)
+	dur("neg", p.Neg)
+	num("jitter", p.Jitter)
+	num("beta", p.Beta)
+	if p.MaxRows != 0 {
+		out = append(out, "maxrows="+strconv.Itoa(p.MaxRows))
+	}
+	if p.MaxBytes != 0 {
+		out = append(out, "maxbytes="+strconv.FormatInt(p.MaxBytes, 10))
+	}
+	dur("wait", p.Wait)
+	dur("timeout", p.Timeout)
+	if len(p.Tables) > 0 {
+		out = append(out, "tables="+strings.Join(p.Tables, ","))
+	}
+	if p.Name != "" {
+		out = append(out, "name="+p.Name)
+	}
+	flag("coalesce", p.Coalesce)
+	flag("nocoalesce", p.NoCoalesce)
+	flag("nocache", p.NoCache)
+	flag("off", p.Off)
+	return out
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// explainCmd runs "sqlflight explain args..." in-process with in as standard
+// input and returns the exit code and both outputs.
+func explainCmd(t *testing.T, in string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	old := explainStdin
+	explainStdin = strings.NewReader(in)
+	t.Cleanup(func() { explainStdin = old })
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), append([]string{"explain"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestExplainVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sql   string
+		want  []string
+		avoid []string
+	}{
+		{
+			name: "cached annotated select",
+			sql:  "/* sqlflight: soft=30s hard=5m */ SELECT * FROM products WHERE id = $1",
+			want: []string{"kind:        SELECT", "shared:      yes", "cached:      yes", "reads:       products",
+				"fingerprint: ", "policy:      soft=30s hard=5m0s"},
+			avoid: []string{"jitter", "nocache"},
+		},
+		{
+			name: "update",
+			sql:  "UPDATE products SET n = 1",
+			want: []string{"kind:        UPDATE", "shared:      no: write", "cached:      no",
+				"writes:      products"},
+		},
+		{
+			name: "select for update",
+			sql:  "SELECT * FROM products FOR UPDATE",
+			want: []string{"shared:      no:", "FOR UPDATE", "cached:      no"},
+		},
+		{
+			name: "bad annotation",
+			sql:  "/* sqlflight: sfot=1s */ SELECT 1",
+			want: []string{"shared:      no: bad annotation", "cached:      no", "error:", "sfot"},
+		},
+		{
+			name:  "unknown function",
+			sql:   "SELECT my_fn(), now() FROM t",
+			want:  []string{"shared:      no:", "my_fn (unknown", "now"},
+			avoid: []string{"now (unknown"},
+		},
+		{
+			name: "coalesced only",
+			sql:  "SELECT a FROM t",
+			want: []string{"shared:      yes", "cached:      no: no TTL", "policy:      defaults"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := explainCmd(t, "", tc.sql)
+			if code != exitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, a := range tc.avoid {
+				if strings.Contains(out, a) {
+					t.Errorf("output has %q:\n%s", a, out)
+				}
+			}
+		})
+	}
+}
+
+func TestExplainJSON(t *testing.T) {
+	const q = "/* sqlflight: soft=30s hard=5m name=product */ SELECT * FROM products WHERE id = $1"
+	code, out, errOut := explainCmd(t, "", "-json", q)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var x sqlflight.Explanation
+	if err := json.Unmarshal([]byte(out), &x); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "\n  \"sql\"") {
+		t.Errorf("-json output is not indented:\n%s", out)
+	}
+	s := sqlflight.New()
+	defer s.Close()
+	want := s.Explain(context.Background(), q)
+	if x.SQL != q || !x.Shared || !x.Cached || x.Fingerprint != want.Fingerprint ||
+		x.Policy.Soft != 30*time.Second || x.Policy.Hard != 5*time.Minute || x.Policy.Name != "product" {
+		t.Errorf("parsed %+v\nwant %+v", x, want)
+	}
+}
+
+func TestExplainStdin(t *testing.T) {
+	for _, args := range [][]string{nil, {"-"}, {"-json", "-"}} {
+		code, out, errOut := explainCmd(t, "UPDATE products SET n = 1\n", args...)
+		if code != exitOK || errOut != "" {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+		if !strings.Contains(out, "UPDATE") || !strings.Contains(out, "products") {
+			t.Errorf("%q: output does not explain the statement from stdin:\n%s", args, out)
+		}
+	}
+}
+
+func TestExplainUsage(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		args []string
+	}{
+		{"", []string{"SELECT 1", "SELECT 2"}},
+		{"", []string{"-nope", "SELECT 1"}},
+		{"  \n", nil},
+		{"", []string{""}},
+	} {
+		code, out, errOut := explainCmd(t, tc.in, tc.args...)
+		if code != exitUsage || out != "" || errOut == "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and a message", tc.args, code, out, errOut)
+		}
+	}
+	if code, _, errOut := explainCmd(t, "", "-h"); code != exitOK || !strings.Contains(errOut, "Usage: sqlflight explain") {
+		t.Errorf("-h: exit %d, stderr %q", code, errOut)
+	}
+}
