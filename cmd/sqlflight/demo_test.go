@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +18,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestDemoCoalescesHerd plays both herds in-process. In the sqlflight herd
-// slow_price holds the origin until every caller waits on the flight, so
-// exactly one execution is the only correct outcome, whatever the timing.
-func TestDemoCoalescesHerd(t *testing.T) {
-	const (
-		callers = 50
-		latency = 20 * time.Millisecond
-	)
-	cfg := demoConfig{callers: callers, latency: latency}
-	cfg.hold = func(s *sqlflight.Shield) {
-		if s == nil { // the unprotected herd
+// gate returns a hold function that, in the protected ways, keeps the origin
+// execution running until every caller of the wave waits on its flight, so
+// that one execution is the only correct outcome whatever the timing; the
+// unprotected way sleeps latency.
+func gate(t *testing.T, callers int, latency time.Duration) func(int, *sqlflight.Shield) {
+	return func(_ int, s *sqlflight.Shield) {
+		if s == nil {
 			time.Sleep(latency)
 			return
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for s.Stats().Waiting < callers {
+		for s.Stats().Waiting < int64(callers) {
 			if time.Now().After(deadline) {
 				t.Errorf("only %d of %d callers waiting on the flight after 30s", s.Stats().Waiting, callers)
 				return
@@ -37,6 +37,20 @@ func TestDemoCoalescesHerd(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// TestDemoCoalescesHerd plays the three ways on a single wave in-process,
+// with the origin gated in the protected ways.
+func TestDemoCoalescesHerd(t *testing.T) {
+	const (
+		callers = 50
+		latency = 20 * time.Millisecond
+	)
+	cfg := demoConfig{
+		callers: callers, interval: 10 * time.Millisecond, duration: 10 * time.Millisecond, latency: latency,
+		soft: time.Minute, hard: time.Minute, conns: 0, bucket: 10 * time.Millisecond,
+	}
+	cfg.hold = gate(t, callers, latency)
 
 	var out bytes.Buffer
 	results, err := playDemo(context.Background(), &out, cfg)
@@ -44,64 +58,252 @@ func TestDemoCoalescesHerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 {
-		t.Fatalf("got %d herd results, want 2", len(results))
+	if len(results) != 3 {
+		t.Fatalf("got %d way results, want 3", len(results))
 	}
-	raw, shared := results[0], results[1]
 	var table bytes.Buffer
 	writeComparison(&table, results)
 	t.Logf("results:\n%s", &table)
 
-	if raw.errors != 0 {
-		t.Errorf("unprotected herd: %d errors, e.g. %v", raw.errors, raw.firstErr)
+	raw, shared, ttl := results[wayRaw], results[wayCoalesce], results[wayTTL]
+	for _, r := range results {
+		if r.errors != 0 {
+			t.Errorf("%s: %d errors, e.g. %v", r.name, r.errors, r.firstErr)
+		}
+		if r.callers != callers || r.waves != 1 {
+			t.Errorf("%s: %d callers in %d waves, want %d in 1", r.name, r.callers, r.waves, callers)
+		}
+	}
+	if raw.origin != callers {
+		t.Errorf("unprotected way: %d origin executions, want one per caller: %d", raw.origin, callers)
 	}
 	if raw.stats != nil {
-		t.Errorf("unprotected herd has sqlflight stats")
+		t.Errorf("unprotected way has sqlflight stats")
 	}
-	if shared.errors != 0 {
-		t.Errorf("sqlflight herd: %d errors, e.g. %v", shared.errors, shared.firstErr)
-	}
-	if shared.peak != 1 {
-		t.Errorf("sqlflight herd: %d origin executions at once, want 1", shared.peak)
-	}
-	if shared.origin != 1 {
-		t.Errorf("sqlflight herd: %d origin executions counted in SQLite, want 1", shared.origin)
-	}
-	// The Shield's first Connect opens a real connection to learn the
-	// driver's shape; the flight's leader, often another virtual connection,
-	// may open a second one. Followers never open any.
-	if shared.realConns < 1 || shared.realConns > 2 {
-		t.Errorf("sqlflight herd: %d SQLite connections opened, want 1 or 2", shared.realConns)
+	if shared.peak != 1 || shared.origin != 1 {
+		t.Errorf("coalescing way: %d origin executions counted in SQLite, %d at once; want 1, 1", shared.origin, shared.peak)
 	}
 	if st := shared.stats; st == nil {
-		t.Errorf("sqlflight herd has no stats")
-	} else if st.RealConnsOpened != uint64(shared.realConns) {
-		t.Errorf("sqlflight counted %d real connections opened, SQLite %d", st.RealConnsOpened, shared.realConns)
+		t.Errorf("coalescing way has no stats")
 	} else if st.Flights != 1 || st.Followers != callers-1 || st.OriginExecutions != 1 || st.Bypassed != 0 {
-		t.Errorf("sqlflight stats: flights %d, followers %d, origin executions %d, bypassed %d; want 1, %d, 1, 0",
+		t.Errorf("coalescing stats: flights %d, followers %d, origin executions %d, bypassed %d; want 1, %d, 1, 0",
 			st.Flights, st.Followers, st.OriginExecutions, st.Bypassed, callers-1)
 	}
-	if err := verdict(&bytes.Buffer{}, raw, shared); err != nil {
+	if ttl.origin != 1 {
+		t.Errorf("TTL way: %d origin executions, want 1", ttl.origin)
+	}
+	if err := verdict(io.Discard, results); err != nil {
 		t.Errorf("verdict: %v", err)
 	}
 }
 
-// TestVerdict checks which herd outcomes the demo reports as sqlflight bugs.
+// TestDemoPacedHerd plays the three ways on a paced workload of several
+// waves; it checks counts only. Every unprotected call reaches the database;
+// the cached way, whose entries outlive the run, reaches it less often.
+func TestDemoPacedHerd(t *testing.T) {
+	const (
+		callers = 10
+		waves   = 10
+	)
+	cfg := demoConfig{
+		callers: callers, interval: 20 * time.Millisecond, duration: waves * 20 * time.Millisecond,
+		latency: 5 * time.Millisecond, soft: 30 * time.Millisecond, hard: time.Minute,
+		conns: 4, bucket: 20 * time.Millisecond, progress: 50 * time.Millisecond,
+	}
+	var out bytes.Buffer
+	results, err := playDemo(context.Background(), &out, cfg)
+	t.Logf("progress:\n%s", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	writeComparison(&table, results)
+	t.Logf("results:\n%s", &table)
+
+	raw, shared, ttl := results[wayRaw], results[wayCoalesce], results[wayTTL]
+	for _, r := range results {
+		if r.errors != 0 {
+			t.Errorf("%s: %d errors, e.g. %v", r.name, r.errors, r.firstErr)
+		}
+		var sum int64
+		calls := 0
+		for _, b := range r.buckets {
+			sum += b.origin
+			calls += b.calls
+		}
+		if sum != r.origin || calls != r.callers {
+			t.Errorf("%s: buckets hold %d origin executions and %d callers, want %d and %d", r.name, sum, calls, r.origin, r.callers)
+		}
+	}
+	if raw.origin != callers*waves {
+		t.Errorf("unprotected way: %d origin executions, want one per call: %d", raw.origin, callers*waves)
+	}
+	if shared.origin < 1 || shared.origin > raw.origin {
+		t.Errorf("coalescing way: %d origin executions, want 1 to %d", shared.origin, raw.origin)
+	}
+	if ttl.origin < 1 || ttl.origin >= raw.origin {
+		t.Errorf("TTL way: %d origin executions, want at least 1 and fewer than the unprotected way's %d", ttl.origin, raw.origin)
+	}
+
+	path := filepath.Join(t.TempDir(), "chart.svg")
+	if err := writeChartFile(path, cfg, results); err != nil {
+		t.Fatal(err)
+	}
+	checkSVG(t, path, results)
+}
+
+// checkSVG parses the chart at path as XML and checks that it is an SVG
+// naming every way.
+func checkSVG(t *testing.T, path string, results []herdResult) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var (
+		root  string
+		depth int
+		paths int
+		text  strings.Builder
+	)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("chart is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				root = tok.Name.Local
+				if tok.Name.Space != "http://www.w3.org/2000/svg" {
+					t.Errorf("root element in namespace %q, want SVG's", tok.Name.Space)
+				}
+			}
+			if tok.Name.Local == "path" {
+				paths++
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			text.Write(tok)
+		}
+	}
+	if root != "svg" || depth != 0 {
+		t.Errorf("chart root %q, final depth %d; want svg, 0", root, depth)
+	}
+	if paths < len(results) {
+		t.Errorf("chart has %d paths, want at least one per way", paths)
+	}
+	for _, want := range []string{results[wayRaw].name, results[wayCoalesce].name, results[wayTTL].name, "time since the way started (s)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("chart text lacks %q", want)
+		}
+	}
+}
+
+// TestDemoCommand runs the command end to end on a tiny workload.
+func TestDemoCommand(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "demo.svg")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"demo", "-callers", "5", "-interval", "10ms", "-duration", "50ms",
+		"-latency", "1ms", "-soft", "20ms", "-hard", "1m", "-chart", chart}, &stdout, &stderr)
+	t.Logf("output:\n%s%s", &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d", code, exitOK)
+	}
+	for _, want := range []string{"way 3/3: soft/hard TTL", "| **origin queries** (counted by the database)", "chart: " + chart} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(chart); err != nil {
+		t.Errorf("chart not written: %v", err)
+	}
+}
+
+// TestDemoPostgres plays a small paced herd against the Postgres of
+// SQLFLIGHT_POSTGRES_DSN, counted by Postgres itself.
+func TestDemoPostgres(t *testing.T) {
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_POSTGRES_DSN is not set but SQLFLIGHT_REQUIRE_INTEGRATION=1")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN is not set")
+	}
+	const (
+		callers = 10
+		waves   = 5
+	)
+	cfg := demoConfig{
+		callers: callers, interval: 30 * time.Millisecond, duration: waves * 30 * time.Millisecond,
+		latency: 5 * time.Millisecond, soft: 40 * time.Millisecond, hard: time.Minute,
+		conns: 4, bucket: 30 * time.Millisecond, dsn: dsn,
+	}
+	var out bytes.Buffer
+	results, err := playDemo(context.Background(), &out, cfg)
+	t.Logf("progress:\n%s", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ttl := results[wayRaw], results[wayTTL]
+	for _, r := range results {
+		if r.errors != 0 {
+			t.Errorf("%s: %d errors, e.g. %v", r.name, r.errors, r.firstErr)
+		}
+	}
+	if raw.origin != callers*waves {
+		t.Errorf("unprotected way: %d origin executions counted by Postgres, want %d", raw.origin, callers*waves)
+	}
+	if ttl.origin < 1 || ttl.origin >= raw.origin {
+		t.Errorf("TTL way: %d origin executions, want at least 1 and fewer than %d", ttl.origin, raw.origin)
+	}
+}
+
+// TestMakeBuckets checks how samples and callers fall into buckets.
+func TestMakeBuckets(t *testing.T) {
+	ms := time.Millisecond
+	bs := makeBuckets(10*ms, []int64{2, 5}, 6,
+		[]time.Duration{1 * ms, 2 * ms, 15 * ms, 31 * ms},
+		[]time.Duration{4 * ms, 8 * ms, 3 * ms, 1 * ms})
+	want := []bucket{{origin: 2, calls: 2, p99: 8 * ms}, {origin: 3, calls: 1, p99: 3 * ms}, {origin: 1}, {calls: 1, p99: 1 * ms}}
+	if len(bs) != len(want) {
+		t.Fatalf("got %d buckets %+v, want %+v", len(bs), bs, want)
+	}
+	for i := range want {
+		if bs[i] != want[i] {
+			t.Errorf("bucket %d: %+v, want %+v", i, bs[i], want[i])
+		}
+	}
+}
+
+// TestVerdict checks which outcomes the demo reports as sqlflight bugs.
 func TestVerdict(t *testing.T) {
-	raw := herdResult{name: "no protection", callers: 1000, origin: 1000, peak: 1000}
+	raw := herdResult{name: "no protection", callers: 1000, waves: 1, origin: 1000, peak: 1000}
+	ttl := herdResult{name: "soft/hard TTL", callers: 1000, waves: 1, origin: 1, peak: 1}
 	for _, c := range []struct {
 		name   string
 		shared herdResult
+		ttl    herdResult
 		bug    bool
 	}{
-		{"one flight", herdResult{callers: 1000, origin: 1, peak: 1}, false},
-		{"sequential stragglers", herdResult{callers: 1000, origin: handful + 20, peak: 1}, false},
-		{"overlapping flights", herdResult{callers: 1000, origin: 2, peak: 2}, true},
-		{"no coalescing", herdResult{callers: 1000, origin: 600, peak: 1}, true},
-		{"failed caller", herdResult{callers: 1000, origin: 1, peak: 1, errors: 1, firstErr: errors.New("boom")}, true},
+		{"one flight", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1}, ttl, false},
+		{"sequential stragglers", herdResult{callers: 1000, waves: 1, origin: handful + 20, peak: 1}, ttl, false},
+		{"one flight per wave", herdResult{callers: 1000, waves: 20, origin: 20, peak: 1}, ttl, false},
+		{"overlapping flights", herdResult{callers: 1000, waves: 1, origin: 2, peak: 2}, ttl, true},
+		{"no coalescing", herdResult{callers: 1000, waves: 1, origin: 600, peak: 1}, ttl, true},
+		{"failed caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1, errors: 1, firstErr: errors.New("boom")}, ttl, true},
+		{"failed cached caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1},
+			herdResult{callers: 1000, waves: 1, origin: 1, errors: 1, firstErr: errors.New("boom")}, true},
+		{"peak unknown (Postgres)", herdResult{callers: 1000, waves: 1, origin: 1, peak: -1}, ttl, false},
 	} {
 		var out bytes.Buffer
-		err := verdict(&out, raw, c.shared)
+		err := verdict(&out, []herdResult{raw, c.shared, c.ttl})
 		if (err != nil) != c.bug {
 			t.Errorf("%s: verdict error %v, want a bug reported: %v", c.name, err, c.bug)
 		}
@@ -126,6 +328,20 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+func TestNiceStep(t *testing.T) {
+	for _, c := range []struct {
+		span float64
+		n    int
+		want float64
+	}{
+		{6, 8, 1}, {2.1, 8, 0.5}, {5000, 6, 1000}, {0, 5, 1}, {0.3, 6, 0.05},
+	} {
+		if got := niceStep(c.span, c.n); got != c.want {
+			t.Errorf("niceStep(%g, %d) = %g, want %g", c.span, c.n, got, c.want)
+		}
+	}
+}
+
 // TestUsage checks dispatch and exit codes without playing a herd.
 func TestUsage(t *testing.T) {
 	for _, c := range []struct {
@@ -138,9 +354,15 @@ func TestUsage(t *testing.T) {
 		{[]string{"help"}, exitOK, "demo"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"demo", "-h"}, exitOK, "-callers"},
+		{[]string{"demo", "-h"}, exitOK, "-dsn"},
 		{[]string{"demo", "-nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"demo", "-callers", "0"}, exitUsage, "-callers must be at least 1"},
 		{[]string{"demo", "-latency", "-1s"}, exitUsage, "-latency must not be negative"},
+		{[]string{"demo", "-interval", "0"}, exitUsage, "-interval must be positive"},
+		{[]string{"demo", "-duration", "1ms"}, exitUsage, "-duration must be at least -interval"},
+		{[]string{"demo", "-soft", "2s", "-hard", "1s"}, exitUsage, "-soft <= -hard"},
+		{[]string{"demo", "-conns", "-1"}, exitUsage, "-conns must not be negative"},
+		{[]string{"demo", "-dsn", "mysql://x"}, exitUsage, "postgres:// URL"},
 		{[]string{"demo", "extra"}, exitUsage, "unexpected arguments"},
 	} {
 		var stdout, stderr bytes.Buffer
