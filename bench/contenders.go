@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/viccon/sturdyc"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// row is what every benchmark query returns: (id, v, ver, label).
+type row struct {
+	ID, V, Ver int64
+	Label      string
+}
+
+// contender is one way of reading through database/sql.
+type contender interface {
+	// read runs query q (always read-only) with args and returns its rows.
+	// The returned slice must not be modified (caches share it).
+	read(ctx context.Context, q string, args ...any) ([]row, error)
+	// write runs an UPDATE … RETURNING ver, then invalidates readKey (the
+	// key of the read that the write changes) where the contender caches.
+	write(ctx context.Context, q string, readQ string, id int64) (int64, error)
+	// hits is the number of reads served without waiting on the database.
+	hits() uint64
+	close()
+}
+
+type contenderKind struct {
+	name string
+	open func(dsn string, maxConns int, ttl time.Duration) (contender, error)
+}
+
+var kinds = []contenderKind{
+	{"raw pgx", openRawC},
+	{"x/sync singleflight", openSingleflightC},
+	{"sturdyc", openSturdyC},
+	{"sqlflight", openFlightC},
+}
+
+// scanAll reads every row of rs into a fresh slice.
+func scanAll(rs *sql.Rows) ([]row, error) {
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var r row
+		if err := rs.Scan(&r.ID, &r.V, &r.Ver, &r.Label); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+func queryRows(ctx context.Context, db *sql.DB, q string, args ...any) ([]row, error) {
+	rs, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rs)
+}
+
+func execWrite(ctx context.Context, db *sql.DB, q string, id int64) (int64, error) {
+	var ver int64
+	err := db.QueryRowContext(ctx, q, id).Scan(&ver)
+	return ver, err
+}
+
+// keyOf is the hand-wired cache/flight key: the SQL text and its arguments.
+func keyOf(q string, args ...any) string {
+	var b strings.Builder
+	b.Grow(len(q) + 8*len(args))
+	b.WriteString(q)
+	for _, a := range args {
+		b.WriteByte(0)
+		switch v := a.(type) {
+		case int64:
+			b.WriteString(strconv.FormatInt(v, 10))
+		case int:
+			b.WriteString(strconv.Itoa(v))
+		default:
+			fmt.Fprint(&b, v)
+		}
+	}
+	return b.String()
+}
+
+func openPool(dsn string, maxConns int) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	return db, nil
+}
+
+// --- raw pgx ---
+
+type rawC struct{ db *sql.DB }
+
+func openRawC(dsn string, maxConns int, _ time.Duration) (contender, error) {
+	db, err := openPool(dsn, maxConns)
+	return &rawC{db}, err
+}
+func (c *rawC) read(ctx context.Context, q string, args ...any) ([]row, error) {
+	return queryRows(ctx, c.db, q, args...)
+}
+func (c *rawC) write(ctx context.Context, q, _ string, id int64) (int64, error) {
+	return execWrite(ctx, c.db, q, id)
+}
+func (c *rawC) hits() uint64 { return 0 }
+func (c *rawC) close()       { _ = c.db.Close() }
+
+// --- singleflight by hand ---
+
+type sfC struct {
+	db *sql.DB
+	g  singleflight.Group
+}
+
+func openSingleflightC(dsn string, maxConns int, _ time.Duration) (contender, error) {
+	db, err := openPool(dsn, maxConns)
+	return &sfC{db: db}, err
+}
+func (c *sfC) read(ctx context.Context, q string, args ...any) ([]row, error) {
+	v, err, _ := c.g.Do(keyOf(q, args...), func() (any, error) {
+		// The leader's context: a canceled leader fails its followers too,
+		// which is what a hand-wired singleflight does.
+		return queryRows(ctx, c.db, q, args...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]row), nil
+}
+func (c *sfC) write(ctx context.Context, q, readQ string, id int64) (int64, error) {
+	ver, err := execWrite(ctx, c.db, q, id)
+	// Readers arriving after the write must not join a flight started before it.
+	c.g.Forget(keyOf(readQ, id))
+	return ver, err
+}
+func (c *sfC) hits() uint64 { return 0 }
+func (c *sfC) close()       { _ = c.db.Close() }
+
+// --- sturdyc by hand ---
+
+type hitCounter struct{ n atomic.Uint64 }
+
+func (h *hitCounter) CacheHit()                   { h.n.Add(1) }
+func (h *hitCounter) CacheMiss()                  {}
+func (h *hitCounter) AsynchronousRefresh()        {}
+func (h *hitCounter) SynchronousRefresh()         {}
+func (h *hitCounter) MissingRecord()              {}
+func (h *hitCounter) ForcedEviction()             {}
+func (h *hitCounter) EntriesEvicted(int)          {}
+func (h *hitCounter) ShardIndex(int)              {}
+func (h *hitCounter) CacheBatchRefreshSize(int)   {}
+func (h *hitCounter) ObserveCacheSize(func() int) {}
+
+type sturdyC struct {
+	db  *sql.DB
+	c   *sturdyc.Client[[]row]
+	hit *hitCounter
+	ttl time.Duration
+}
+
+func openSturdyC(dsn string, maxConns int, ttl time.Duration) (contender, error) {
+	db, err := openPool(dsn, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	h := &hitCounter{}
+	if ttl <= 0 {
+		ttl = time.Nanosecond // effectively uncached (not used by workloads that do not cache)
+	}
+	c := sturdyc.New[[]row](100_000, 16, ttl, 10, sturdyc.WithMetrics(h))
+	return &sturdyC{db: db, c: c, hit: h, ttl: ttl}, nil
+}
+func (c *sturdyC) read(ctx context.Context, q string, args ...any) ([]row, error) {
+	return c.c.GetOrFetch(ctx, keyOf(q, args...), func(ctx context.Context) ([]row, error) {
+		return queryRows(ctx, c.db, q, args...)
+	})
+}
+func (c *sturdyC) write(ctx context.Context, q, readQ string, id int64) (int64, error) {
+	ver, err := execWrite(ctx, c.db, q, id)
+	c.c.Delete(keyOf(readQ, id))
+	return ver, err
+}
+func (c *sturdyC) hits() uint64 { return c.hit.n.Load() }
+func (c *sturdyC) close()       { _ = c.db.Close() }
+
+// --- sqlflight ---
+
+type flightC struct {
+	db *sql.DB
+	sh *sqlflight.Shield
+}
+
+func openFlightC(dsn string, maxConns int, _ time.Duration) (contender, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg))
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	return &flightC{db: db, sh: sqlflight.ShieldOf(db)}, nil
+}
+func (c *flightC) read(ctx context.Context, q string, args ...any) ([]row, error) {
+	return queryRows(ctx, c.db, q, args...)
+}
+func (c *flightC) write(ctx context.Context, q, _ string, id int64) (int64, error) {
+	return execWrite(ctx, c.db, q, id) // sqlflight invalidates the table itself
+}
+func (c *flightC) hits() uint64 {
+	s := c.sh.Stats()
+	return s.FreshHits + s.StaleHits + s.NegativeHits
+}
+func (c *flightC) close() {
+	_ = c.db.Close()
+	_ = c.sh.Close()
+}

@@ -1,0 +1,651 @@
+// Command bench runs raw pgx, a hand-wired x/sync singleflight, a hand-wired
+// sturdyc cache and sqlflight side by side against one PostgreSQL, in one
+// process and one run, and prints a Markdown report of ratios vs raw pgx.
+//
+//	go run ./bench -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//
+// Origin executions are counted by PostgreSQL itself: every benchmark query
+// calls a plpgsql function that bumps a sequence of this run.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"math"
+	mrand "math/rand"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+type config struct {
+	dsn          string
+	maxConns     int
+	herdCallers  int
+	herdRounds   int
+	herdSleep    time.Duration
+	expReaders   int
+	expEvery     time.Duration
+	expFor       time.Duration
+	expSoft      time.Duration
+	expHard      time.Duration
+	hitIters     int
+	writeIters   int
+	zipfOps      int
+	zipfWorkers  int
+	zipfIDs      int
+	zipfS        float64
+	zipfWritePct int
+	zipfTTL      time.Duration
+	only         string
+}
+
+// result is one contender × workload.
+type result struct {
+	ops     int     // reads (or writes for the write workload)
+	origin  int64   // executions PostgreSQL saw for the measured statement
+	mean    float64 // ns/op (wall, per caller)
+	p50     time.Duration
+	p99     time.Duration
+	waited  int64   // reads that waited on the database (reads − cache hits)
+	allocs  float64 // heap allocations per op (process-wide runtime.MemStats)
+	stale   int64
+	errs    int64
+	elapsed time.Duration
+}
+
+type env struct {
+	cfg   config
+	admin *sql.DB
+	table string
+	rseq  string // bumped by every read origin execution
+	wseq  string // bumped by every write
+	cnt   string // read counter function
+	wcnt  string // write counter function
+	slow  string // ~herdSleep function
+	known []atomic.Int64
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.dsn, "dsn", os.Getenv("SQLFLIGHT_POSTGRES_DSN"), "PostgreSQL DSN")
+	flag.IntVar(&c.maxConns, "maxconns", 40, "max open connections of each contender's pool (max_connections is shared)")
+	flag.IntVar(&c.herdCallers, "herd-callers", 1000, "cold herd: callers released at once")
+	flag.IntVar(&c.herdRounds, "herd-rounds", 3, "cold herd: rounds (a new key each)")
+	flag.DurationVar(&c.herdSleep, "slow", 20*time.Millisecond, "duration of the slow query")
+	flag.IntVar(&c.expReaders, "exp-readers", 200, "expiry herd: paced readers")
+	flag.DurationVar(&c.expEvery, "exp-every", 5*time.Millisecond, "expiry herd: one read per reader each")
+	flag.DurationVar(&c.expFor, "exp-for", 2*time.Second, "expiry herd: duration per contender")
+	flag.DurationVar(&c.expSoft, "exp-soft", 100*time.Millisecond, "expiry herd: soft TTL (sturdyc TTL)")
+	flag.DurationVar(&c.expHard, "exp-hard", 2*time.Second, "expiry herd: hard TTL (sqlflight only)")
+	flag.IntVar(&c.hitIters, "hit-iters", 1000, "hit path: sequential reads per contender and shape")
+	flag.IntVar(&c.writeIters, "write-iters", 1000, "pass-through writes per contender")
+	flag.IntVar(&c.zipfOps, "zipf-ops", 20000, "zipf mix: operations per contender")
+	flag.IntVar(&c.zipfWorkers, "zipf-workers", 32, "zipf mix: concurrent workers")
+	flag.IntVar(&c.zipfIDs, "zipf-ids", 10000, "zipf mix: distinct ids (table rows)")
+	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "zipf mix: exponent s (> 1)")
+	flag.IntVar(&c.zipfWritePct, "zipf-writes", 10, "zipf mix: percent of operations that are UPDATEs")
+	flag.DurationVar(&c.zipfTTL, "zipf-ttl", 5*time.Second, "zipf mix: cache TTL (sturdyc, sqlflight)")
+	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf); default all")
+	flag.Parse()
+	if c.dsn == "" {
+		fmt.Fprintln(os.Stderr, "bench: -dsn (or SQLFLIGHT_POSTGRES_DSN) is required")
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func want(c config, w string) bool {
+	if c.only == "" {
+		return true
+	}
+	for _, s := range strings.Split(c.only, ",") {
+		if strings.TrimSpace(s) == w {
+			return true
+		}
+	}
+	return false
+}
+
+func run(c config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	admin, err := sql.Open("pgx", c.dsn)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	admin.SetMaxOpenConns(2)
+	var pgVersion string
+	if err := admin.QueryRowContext(ctx, `SELECT version()`).Scan(&pgVersion); err != nil {
+		return err
+	}
+	var maxConn string
+	_ = admin.QueryRowContext(ctx, `SHOW max_connections`).Scan(&maxConn)
+
+	e, err := setup(ctx, c, admin)
+	if err != nil {
+		return err
+	}
+	defer e.teardown()
+
+	fmt.Printf("# sqlflight bench\n\n")
+	fmt.Printf("- date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("- machine: %d CPUs (runtime.NumCPU), GOMAXPROCS %d, %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Printf("- PostgreSQL: %s (max_connections %s)\n", pgVersion, maxConn)
+	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) (max_connections is shared by the run; raw pgx's herd would otherwise exceed it); pools are pre-warmed to that size\n", c.maxConns)
+	fmt.Printf("- origin executions are counted in PostgreSQL (plpgsql functions bumping a sequence); \"waited on DB\" = reads − cache hits (origin callers + flight followers); allocs/op are process-wide runtime.MemStats mallocs ÷ ops\n")
+	fmt.Printf("- cells are `value (ratio vs raw pgx)`\n\n")
+
+	type wl struct {
+		name, title string
+		f           func(context.Context, *env, contenderKind) (result, error)
+	}
+	wls := []wl{
+		{"herd", fmt.Sprintf("1. Cold herd: %d callers × %d rounds, one new key per round, ~%v query, cache TTL 1m", c.herdCallers, c.herdRounds, c.herdSleep), coldHerd},
+		{"expiry", fmt.Sprintf("2. Expiry herd: %d readers, one read each %v for %v, ~%v query, soft %v (sqlflight hard %v; sturdyc TTL %v)", c.expReaders, c.expEvery, c.expFor, c.herdSleep, c.expSoft, c.expHard, c.expSoft), expiryHerd},
+		{"hit", fmt.Sprintf("3a. Hit path, 1 row: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 1) }},
+		{"hit", fmt.Sprintf("3b. Hit path, 25 rows: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 25) }},
+		{"write", fmt.Sprintf("4. Pass-through writes: %d sequential `UPDATE … RETURNING` (caches invalidate the read key)", c.writeIters), writes},
+		{"zipf", fmt.Sprintf("5. Zipf mix: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, c.zipfTTL), zipfMix},
+	}
+	for _, w := range wls {
+		if !want(c, w.name) {
+			continue
+		}
+		results := make([]result, len(kinds))
+		for i, k := range kinds {
+			r, err := w.f(ctx, e, k)
+			if err != nil {
+				return fmt.Errorf("%s / %s: %w", w.title, k.name, err)
+			}
+			results[i] = r
+			fmt.Fprintf(os.Stderr, "done: %s / %s in %v\n", w.name, k.name, r.elapsed.Round(time.Millisecond))
+		}
+		printTable(w.title, results)
+	}
+	return nil
+}
+
+func setup(ctx context.Context, c config, admin *sql.DB) (*env, error) {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	e := &env{
+		cfg:   c,
+		admin: admin,
+		table: "public.sqlflight_bench_" + id,
+		rseq:  "public.sqlflight_bench_rseq_" + id,
+		wseq:  "public.sqlflight_bench_wseq_" + id,
+		cnt:   "public.sqlflight_bench_cnt_" + id,
+		wcnt:  "public.sqlflight_bench_wcnt_" + id,
+		slow:  "public.sqlflight_bench_slow_" + id,
+		known: make([]atomic.Int64, c.zipfIDs+1),
+	}
+	stmts := []string{
+		fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, v bigint NOT NULL, ver bigint NOT NULL, label text NOT NULL)`, e.table),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, g * 10, 0, 'label ' || g FROM generate_series(1, %d) AS g`, e.table, c.zipfIDs),
+		fmt.Sprintf(`ANALYZE %s`, e.table),
+		fmt.Sprintf(`CREATE SEQUENCE %s`, e.rseq),
+		fmt.Sprintf(`CREATE SEQUENCE %s`, e.wseq),
+		fmt.Sprintf(`SELECT nextval('%s'), nextval('%s')`, e.rseq, e.wseq),
+		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS int LANGUAGE plpgsql VOLATILE AS $f$ BEGIN PERFORM nextval('%s'); RETURN 1; END $f$`, e.cnt, e.rseq),
+		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS int LANGUAGE plpgsql VOLATILE AS $f$ BEGIN PERFORM nextval('%s'); RETURN 1; END $f$`, e.wcnt, e.wseq),
+		fmt.Sprintf(`CREATE FUNCTION %s(k bigint) RETURNS TABLE(id bigint, v bigint, ver bigint, label text) LANGUAGE plpgsql VOLATILE AS $f$
+BEGIN
+	PERFORM nextval('%s');
+	PERFORM pg_sleep(%f);
+	RETURN QUERY SELECT k, k * 10, 0::bigint, 'slow'::text;
+END $f$`, e.slow, e.rseq, c.herdSleep.Seconds()),
+	}
+	for _, s := range stmts {
+		if _, err := admin.ExecContext(ctx, s); err != nil {
+			e.teardown()
+			return nil, fmt.Errorf("setup %q: %w", s, err)
+		}
+	}
+	return e, nil
+}
+
+func (e *env) teardown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []string{
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(bigint)`, e.slow),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, e.cnt),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, e.wcnt),
+		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, e.rseq),
+		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, e.wseq),
+		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, e.table),
+	} {
+		if _, err := e.admin.ExecContext(ctx, s); err != nil {
+			fmt.Fprintf(os.Stderr, "teardown %q: %v\n", s, err)
+		}
+	}
+}
+
+func (e *env) seqValue(ctx context.Context, seq string) int64 {
+	var v int64
+	if err := e.admin.QueryRowContext(ctx, `SELECT last_value FROM `+seq).Scan(&v); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// pointQuery reads n rows starting at id $1 and calls the read counter once
+// (a FROM-clause function scan runs once per statement).
+func (e *env) pointQuery(ann string, n int) string {
+	return fmt.Sprintf(`/* sqlflight: %s tables=%s */ SELECT t.id, t.v, t.ver, t.label FROM %s() AS c, %s AS t WHERE t.id >= $1 AND t.id < $1 + %d ORDER BY t.id`,
+		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.table, n)
+}
+
+func (e *env) slowQuery(ann string) string {
+	return fmt.Sprintf(`/* sqlflight: %s */ SELECT * FROM %s($1)`, ann, e.slow)
+}
+
+func (e *env) writeQuery() string {
+	return fmt.Sprintf(`UPDATE %s SET v = v + 1, ver = ver + 1 WHERE id = $1 AND %s() = 1 RETURNING ver`, e.table, e.wcnt)
+}
+
+// open opens contender k and pre-warms its pool to maxConns connections.
+func (e *env) open(ctx context.Context, k contenderKind, ttl time.Duration) (contender, error) {
+	c, err := k.open(e.cfg.dsn, e.cfg.maxConns, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var db *sql.DB
+	switch x := c.(type) {
+	case *rawC:
+		db = x.db
+	case *sfC:
+		db = x.db
+	case *sturdyC:
+		db = x.db
+	case *flightC:
+		db = x.db
+	}
+	conns := make([]*sql.Conn, 0, e.cfg.maxConns)
+	for range e.cfg.maxConns {
+		cn, err := db.Conn(ctx)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		if err := cn.PingContext(ctx); err != nil {
+			c.close()
+			return nil, err
+		}
+		conns = append(conns, cn)
+	}
+	for _, cn := range conns {
+		_ = cn.Close()
+	}
+	return c, nil
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+func percentile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	slices.Sort(lat)
+	i := int(math.Ceil(p*float64(len(lat)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	return lat[i]
+}
+
+func finish(r *result, lat []time.Duration, m0 uint64) {
+	m1 := mallocs()
+	r.ops = len(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	if r.ops > 0 {
+		r.mean = float64(sum) / float64(r.ops)
+		r.allocs = float64(m1-m0) / float64(r.ops)
+	}
+	r.p50 = percentile(lat, 0.50)
+	r.p99 = percentile(lat, 0.99)
+}
+
+// --- 1. cold herd ---
+
+func coldHerd(ctx context.Context, e *env, k contenderKind) (result, error) {
+	var r result
+	c, err := e.open(ctx, k, time.Minute)
+	if err != nil {
+		return r, err
+	}
+	defer c.close()
+	q := e.slowQuery("ttl=1m")
+	n := e.cfg.herdCallers
+	lat := make([]time.Duration, 0, n*e.cfg.herdRounds)
+	var errs atomic.Int64
+	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
+	t0 := time.Now()
+	runtime.GC()
+	m0 := mallocs()
+	for round := range e.cfg.herdRounds {
+		key := int64(1_000_000 + round)
+		roundLat := make([]time.Duration, n)
+		start := make(chan struct{})
+		var ready, wg sync.WaitGroup
+		for i := range n {
+			ready.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ready.Done()
+				<-start
+				s := time.Now()
+				rows, err := c.read(ctx, q, key)
+				roundLat[i] = time.Since(s)
+				if err != nil || len(rows) != 1 || rows[0].ID != key {
+					errs.Add(1)
+				}
+			}()
+		}
+		ready.Wait()
+		close(start)
+		wg.Wait()
+		lat = append(lat, roundLat...)
+	}
+	finish(&r, lat, m0)
+	r.elapsed = time.Since(t0)
+	r.origin = e.seqValue(ctx, e.rseq) - o0
+	r.waited = int64(r.ops) - int64(c.hits()-h0)
+	r.errs = errs.Load()
+	if r.errs > 0 {
+		return r, fmt.Errorf("%d failed reads", r.errs)
+	}
+	return r, nil
+}
+
+// --- 2. expiry herd under paced load ---
+
+func expiryHerd(ctx context.Context, e *env, k contenderKind) (result, error) {
+	var r result
+	c, err := e.open(ctx, k, e.cfg.expSoft)
+	if err != nil {
+		return r, err
+	}
+	defer c.close()
+	q := e.slowQuery(fmt.Sprintf("soft=%v hard=%v", e.cfg.expSoft, e.cfg.expHard))
+	const key = int64(7)
+	if _, err := c.read(ctx, q, key); err != nil { // warm: this measures expiry, not the cold herd
+		return r, err
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
+	runtime.GC()
+	m0 := mallocs()
+	t0 := time.Now()
+	end := t0.Add(e.cfg.expFor)
+	var wg sync.WaitGroup
+	for i := range e.cfg.expReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, int(e.cfg.expFor/e.cfg.expEvery)+1)
+			// Spread the readers' phases over one period.
+			next := t0.Add(time.Duration(i) * e.cfg.expEvery / time.Duration(e.cfg.expReaders))
+			for {
+				if d := time.Until(next); d > 0 {
+					time.Sleep(d)
+				}
+				s := time.Now()
+				if s.After(end) {
+					break
+				}
+				rows, err := c.read(ctx, q, key)
+				local = append(local, time.Since(s))
+				if err != nil || len(rows) != 1 {
+					errs.Add(1)
+				}
+				next = next.Add(e.cfg.expEvery)
+				for now := time.Now(); next.Before(now); { // skip missed ticks
+					next = next.Add(e.cfg.expEvery)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	finish(&r, lat, m0)
+	r.elapsed = time.Since(t0)
+	r.origin = e.seqValue(ctx, e.rseq) - o0
+	r.waited = int64(r.ops) - int64(c.hits()-h0)
+	r.errs = errs.Load()
+	if r.errs > 0 {
+		return r, fmt.Errorf("%d failed reads", r.errs)
+	}
+	return r, nil
+}
+
+// --- 3. hit path ---
+
+func hitPath(ctx context.Context, e *env, k contenderKind, n int) (result, error) {
+	var r result
+	c, err := e.open(ctx, k, time.Minute)
+	if err != nil {
+		return r, err
+	}
+	defer c.close()
+	q := e.pointQuery("ttl=1m", n)
+	id := int64(100 + n)
+	if _, err := c.read(ctx, q, id); err != nil { // warm the cache
+		return r, err
+	}
+	lat := make([]time.Duration, 0, e.cfg.hitIters)
+	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
+	runtime.GC()
+	m0 := mallocs()
+	t0 := time.Now()
+	for range e.cfg.hitIters {
+		s := time.Now()
+		rows, err := c.read(ctx, q, id)
+		lat = append(lat, time.Since(s))
+		if err != nil {
+			return r, err
+		}
+		if len(rows) != n {
+			return r, fmt.Errorf("got %d rows, want %d", len(rows), n)
+		}
+	}
+	finish(&r, lat, m0)
+	r.elapsed = time.Since(t0)
+	r.origin = e.seqValue(ctx, e.rseq) - o0
+	r.waited = int64(r.ops) - int64(c.hits()-h0)
+	return r, nil
+}
+
+// --- 4. pass-through writes ---
+
+func writes(ctx context.Context, e *env, k contenderKind) (result, error) {
+	var r result
+	c, err := e.open(ctx, k, time.Minute)
+	if err != nil {
+		return r, err
+	}
+	defer c.close()
+	readQ := e.pointQuery("ttl=1m", 1)
+	wq := e.writeQuery()
+	lat := make([]time.Duration, 0, e.cfg.writeIters)
+	o0 := e.seqValue(ctx, e.wseq)
+	runtime.GC()
+	m0 := mallocs()
+	t0 := time.Now()
+	for i := range e.cfg.writeIters {
+		id := int64(i%e.cfg.zipfIDs + 1)
+		s := time.Now()
+		ver, err := c.write(ctx, wq, readQ, id)
+		lat = append(lat, time.Since(s))
+		if err != nil {
+			return r, err
+		}
+		e.observe(id, ver)
+	}
+	finish(&r, lat, m0)
+	r.elapsed = time.Since(t0)
+	r.origin = e.seqValue(ctx, e.wseq) - o0
+	r.waited = int64(r.ops)
+	return r, nil
+}
+
+// observe records that version ver of id is committed.
+func (e *env) observe(id, ver int64) {
+	for {
+		cur := e.known[id].Load()
+		if ver <= cur || e.known[id].CompareAndSwap(cur, ver) {
+			return
+		}
+	}
+}
+
+// --- 5. zipf mix with writes ---
+
+func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
+	var r result
+	c, err := e.open(ctx, k, e.cfg.zipfTTL)
+	if err != nil {
+		return r, err
+	}
+	defer c.close()
+	readQ := e.pointQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL), 1)
+	wq := e.writeQuery()
+	var next atomic.Int64
+	var stale, errs, writesDone atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
+	runtime.GC()
+	m0 := mallocs()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := range e.cfg.zipfWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := mrand.New(mrand.NewSource(int64(w) + 1))
+			z := mrand.NewZipf(rng, e.cfg.zipfS, 1, uint64(e.cfg.zipfIDs-1))
+			var local []time.Duration
+			for next.Add(1) <= int64(e.cfg.zipfOps) {
+				id := int64(z.Uint64()) + 1
+				if rng.Intn(100) < e.cfg.zipfWritePct {
+					ver, err := c.write(ctx, wq, readQ, id)
+					if err != nil {
+						errs.Add(1)
+						continue
+					}
+					e.observe(id, ver)
+					writesDone.Add(1)
+					continue
+				}
+				floor := e.known[id].Load() // committed before this read began
+				s := time.Now()
+				rows, err := c.read(ctx, readQ, id)
+				local = append(local, time.Since(s))
+				if err != nil || len(rows) != 1 {
+					errs.Add(1)
+					continue
+				}
+				if rows[0].Ver < floor {
+					stale.Add(1)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	finish(&r, lat, m0)
+	// allocs per op over every operation, reads and writes.
+	r.allocs = r.allocs * float64(r.ops) / float64(r.ops+int(writesDone.Load()))
+	r.elapsed = time.Since(t0)
+	r.origin = e.seqValue(ctx, e.rseq) - o0
+	r.waited = int64(r.ops) - int64(c.hits()-h0)
+	r.stale = stale.Load()
+	r.errs = errs.Load()
+	if r.errs > 0 {
+		return r, fmt.Errorf("%d failed operations", r.errs)
+	}
+	return r, nil
+}
+
+// --- report ---
+
+func ratio(v, base float64) string {
+	if base == 0 {
+		if v == 0 {
+			return "1×"
+		}
+		return "n/a"
+	}
+	x := v / base
+	switch {
+	case x == 0:
+		return "0×"
+	case x < 0.01:
+		return fmt.Sprintf("%.4f×", x)
+	case x < 10:
+		return fmt.Sprintf("%.2f×", x)
+	default:
+		return fmt.Sprintf("%.0f×", x)
+	}
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	default:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+}
+
+func printTable(title string, rs []result) {
+	base := rs[0]
+	fmt.Printf("### %s\n\n", title)
+	fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | wall |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i, r := range rs {
+		fmt.Printf("| %s | %d | %d (%s) | %s (%s) | %s (%s) | %s (%s) | %d (%s) | %.1f (%s) | %d | %s |\n",
+			kinds[i].name, r.ops,
+			r.origin, ratio(float64(r.origin), float64(base.origin)),
+			dur(time.Duration(r.mean)), ratio(r.mean, base.mean),
+			dur(r.p50), ratio(float64(r.p50), float64(base.p50)),
+			dur(r.p99), ratio(float64(r.p99), float64(base.p99)),
+			r.waited, ratio(float64(r.waited)/float64(max(r.ops, 1)), float64(base.waited)/float64(max(base.ops, 1))),
+			r.allocs, ratio(r.allocs, base.allocs),
+			r.stale, r.elapsed.Round(time.Millisecond))
+	}
+	fmt.Println()
+}
