@@ -56,6 +56,8 @@ type store struct {
 	pos, neg *ristretto.Cache[string, *entry]
 	closed   bool
 	failed   bool
+
+	entries, bytes atomic.Int64 // what the stores hold: + on a Set they took, − on exit
 }
 
 // cache returns the Shield's store, or nil if it is closed or cannot be made.
@@ -70,10 +72,10 @@ func (s *Shield) cache() *store {
 		return nil
 	}
 	if st.pos == nil {
-		pos, err := newRistretto(s.opts.MaxBytes)
+		pos, err := newRistretto(s.opts.MaxBytes, st.exit)
 		var neg *ristretto.Cache[string, *entry]
 		if err == nil {
-			neg, err = newRistretto(s.opts.NegMaxBytes)
+			neg, err = newRistretto(s.opts.NegMaxBytes, st.exit)
 		}
 		if err != nil {
 			st.failed = true
@@ -86,7 +88,16 @@ func (s *Shield) cache() *store {
 	return st
 }
 
-func newRistretto(maxBytes int64) (*ristretto.Cache[string, *entry], error) {
+// exit counts an entry out of the store (evicted, rejected, replaced or
+// deleted).
+func (st *store) exit(e *entry) {
+	if e != nil {
+		st.entries.Add(-1)
+		st.bytes.Add(-e.cost())
+	}
+}
+
+func newRistretto(maxBytes int64, exit func(*entry)) (*ristretto.Cache[string, *entry], error) {
 	// About ten counters per entry of a typical 1 KiB.
 	counters := max(maxBytes/1024*10, 1000)
 	return ristretto.NewCache(&ristretto.Config[string, *entry]{
@@ -96,6 +107,7 @@ func newRistretto(maxBytes int64) (*ristretto.Cache[string, *entry], error) {
 		// Costs are bytes already, overhead included: ristretto's own
 		// per-item estimate would silently shrink the cache.
 		IgnoreInternalCost: true,
+		OnExit:             exit,
 	})
 }
 
@@ -125,13 +137,15 @@ func (st *store) put(e *entry, now time.Time) {
 	if st.closed || !now.Before(e.last) {
 		return
 	}
+	into, other := st.pos, st.neg
 	if e.empty {
-		st.pos.Del(e.key)
-		st.neg.Set(e.key, e, e.cost())
-		return
+		into, other = st.neg, st.pos
 	}
-	st.neg.Del(e.key)
-	st.pos.Set(e.key, e, e.cost())
+	other.Del(e.key)
+	if into.Set(e.key, e, e.cost()) {
+		st.entries.Add(1)
+		st.bytes.Add(e.cost())
+	}
 }
 
 func (st *store) del(key string) {

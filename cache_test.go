@@ -98,7 +98,7 @@ func TestFreshHitDoesNoDatabaseWork(t *testing.T) {
 	if q := c.d.queries.Load(); q != 1 {
 		t.Errorf("database queries = %d, want 1", q)
 	}
-	if st := s.Stats(); st.FreshHits != 5 || st.Misses != 1 || st.Fills != 1 {
+	if st := s.Stats(); st.FreshHits != 5 || st.Misses != 1 || st.Fills != 1 || st.CacheEntries != 1 || st.CacheBytes < entryOverhead {
 		t.Errorf("%+v", st)
 	}
 	if readN(t, db, ttlQuery, 2) != 2 {

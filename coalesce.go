@@ -430,11 +430,11 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			st.wait()
 		}
 		s.stats.inFlight.Add(-1)
+		s.exit(t, err) // the breaker knows before any waiter does
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
 		s.finish(f, res, err, handoff)
 		l.release(broken)
-		s.exit(t, err)
 	}()
 
 	rc, err := l.conn(ctx)

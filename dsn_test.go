@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func (d *dsnDriver) Open(dsn string) (driver.Conn, error) {
 
 func TestDSNParametersConfigureAndAreStripped(t *testing.T) {
 	d := &dsnDriver{}
-	Register("sqlflight-dsn-test", d)
-	db, err := sql.Open("sqlflight-dsn-test", "fake sqlflight.default=ttl=1m")
+	name := fmt.Sprintf("sqlflight-dsn-test-%d", fakeSeq.Add(1)) // sql.Register panics on a repeat
+	Register(name, d)
+	db, err := sql.Open(name, "fake sqlflight.default=ttl=1m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestDSNParametersConfigureAndAreStripped(t *testing.T) {
 		}
 	}
 	d.mu.Unlock()
-	bad, err := sql.Open("sqlflight-dsn-test", "fake sqlflight.nonsense=1")
+	bad, err := sql.Open(name, "fake sqlflight.nonsense=1")
 	if err != nil {
 		t.Fatal(err) // without DriverContext, database/sql opens lazily
 	}

@@ -215,6 +215,9 @@ type Stats struct {
 	// at most 1000 of them; later names count under "_other".
 	Names map[string]NameStats
 
+	CacheEntries int64 // gauge: results the cache holds (empty ones included)
+	CacheBytes   int64 // gauge: their estimated bytes
+
 	Waiting         int64  // gauge: callers currently waiting on a flight
 	InFlight        int64  // gauge: flights currently running
 	RealConns       int64  // gauge: real database connections currently open
@@ -225,6 +228,8 @@ type Stats struct {
 func (s *Shield) Stats() Stats {
 	st := s.stats.snapshot()
 	st.BreakerState = s.guard.br.state().String()
+	st.CacheEntries = s.store.entries.Load()
+	st.CacheBytes = s.store.bytes.Load()
 	st.BreakerTransitions = s.guard.br.transitions.Load()
 	return st
 }
