@@ -142,6 +142,10 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 		func(st *sqlflight.Stats) int64 { return st.InFlight })
 	gau("real_connections", "Real database connections currently open.",
 		func(st *sqlflight.Stats) int64 { return st.RealConns })
+	gau("cache_entries", "Results the cache holds, empty ones included.",
+		func(st *sqlflight.Stats) int64 { return st.CacheEntries })
+	gau("cache_bytes", "Estimated bytes of the results the cache holds.",
+		func(st *sqlflight.Stats) int64 { return st.CacheBytes })
 
 	c.bypassed = desc("bypassed_total", "Statements sent straight to the real connection, by reason.", "reason")
 	c.cacheHits = desc("cache_hits_total", "Cached results served, by state (fresh, stale or negative).", "state")
