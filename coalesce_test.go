@@ -97,8 +97,8 @@ func TestHerdRunsOneOrigin(t *testing.T) {
 	if got := d.queries.Load(); got != 1 {
 		t.Errorf("origin queries = %d, want 1", got)
 	}
-	if st.Flights != 1 || st.Followers != n-1 || st.OriginExecutions != 1 {
-		t.Errorf("flights %d followers %d origin %d", st.Flights, st.Followers, st.OriginExecutions)
+	if st.Flights != 1 || st.Followers != n-1 || st.OriginExecutions != 1 || st.OriginPerMissEvent != 1 {
+		t.Errorf("flights %d followers %d origin %d per miss event %v", st.Flights, st.Followers, st.OriginExecutions, st.OriginPerMissEvent)
 	}
 	if got := d.opened.Load(); got > 2 {
 		t.Errorf("real connections opened = %d, want ≤ 2 (followers must not open any)", got)

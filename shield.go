@@ -215,6 +215,11 @@ type Stats struct {
 	// at most 1000 of them; later names count under "_other".
 	Names map[string]NameStats
 
+	// OriginPerMissEvent is origin executions per miss event (a flight or a
+	// background refresh): 1 when every miss event reached the database
+	// once, whatever the number of callers behind it.
+	OriginPerMissEvent float64
+
 	CacheEntries int64 // gauge: results the cache holds (empty ones included)
 	CacheBytes   int64 // gauge: their estimated bytes
 
@@ -228,6 +233,9 @@ type Stats struct {
 func (s *Shield) Stats() Stats {
 	st := s.stats.snapshot()
 	st.BreakerState = s.guard.br.state().String()
+	if events := st.Flights + st.Refreshes; events > 0 {
+		st.OriginPerMissEvent = float64(st.OriginExecutions) / float64(events)
+	}
 	st.CacheEntries = s.store.entries.Load()
 	st.CacheBytes = s.store.bytes.Load()
 	st.BreakerTransitions = s.guard.br.transitions.Load()
