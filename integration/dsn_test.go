@@ -11,7 +11,9 @@ import (
 // TestDSNParameters: sqlflight.* parameters in a pgx DSN configure a Shield
 // of that DSN's own, never reach pgx, and an unknown one fails sql.Open.
 func TestDSNParameters(t *testing.T) {
-	dsn := withDSNParams(t, postgresDSN(t), "sqlflight.default", "soft=1m,hard=2m", "sqlflight.max_inflight", "7")
+	// A DSN of this run's own: the registered driver keeps one Shield per DSN.
+	dsn := withDSNParams(t, postgresDSN(t), "sqlflight.default", "soft=1m,hard=2m", "sqlflight.max_inflight", "7",
+		"application_name", "sqlflight_dsn_"+uniqueID(t))
 	db, err := sql.Open("sqlflight", dsn)
 	if err != nil {
 		t.Fatal(err)
