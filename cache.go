@@ -185,6 +185,12 @@ func (s *Shield) Close() error {
 	return nil
 }
 
+func (s *Shield) isClosed() bool {
+	s.store.mu.RLock()
+	defer s.store.mu.RUnlock()
+	return s.store.closed
+}
+
 // Invalidate drops the cached results that depend on tables (matched
 // without regard to case) and makes in-flight queries reading them
 // unjoinable, as a write through the Shield to those tables does.

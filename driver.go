@@ -121,8 +121,8 @@ type dsnScope struct {
 func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.scopes[dsn]; e != nil {
-		return e, nil
+	if e := d.scopes[dsn]; e != nil && (e.s == d.s || !e.s.isClosed()) {
+		return e, nil // a DSN's own Shield that was closed is made anew
 	}
 	stripped, params, err := splitDSN(dsn)
 	if err != nil {
