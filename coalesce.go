@@ -123,7 +123,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, query, r, run, args)
 	}
-	if s.tooLarge.n.Load() > 0 && s.tooLarge.has(rd.key, time.Now()) {
+	if s.tooLarge.has(rd.key) {
 		s.stats.bypass(bypassTooLarge)
 		return c.pass(ctx, query, r, run, args)
 	}

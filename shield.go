@@ -338,10 +338,13 @@ func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
 	return true
 }
 
-func (e *expiringSet) has(k string, now time.Time) bool {
+// has reports whether k is remembered; an empty set costs one atomic load
+// (it sits on the path of every shared read).
+func (e *expiringSet) has(k string) bool {
 	if e.n.Load() == 0 {
 		return false
 	}
+	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	until, ok := e.m[k]
