@@ -18,7 +18,11 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect

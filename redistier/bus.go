@@ -1,0 +1,257 @@
+package redistier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// Timings of subscriptions; variables so that tests can shorten them.
+var (
+	// subscribeWait bounds how long Subscribe waits for Redis to confirm.
+	subscribeWait = 2 * time.Second
+	// healthInterval is how long a subscription may stay silent before it
+	// pings Redis; if the pong does not come within another interval, the
+	// connection is taken for dead and replaced.
+	healthInterval = 15 * time.Second
+	// Backoff between attempts while Redis cannot be reached.
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// A subscription is one Subscribe: a goroutine receiving from a PubSub.
+type subscription struct {
+	client  redis.UniversalClient
+	channel string
+	fn      func(sqlflight.Invalidation)
+
+	ctx    context.Context // canceled by stop
+	cancel context.CancelFunc
+	ready  chan struct{} // closed on the first confirmation
+	done   chan struct{} // closed when run returns
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	started bool
+	stopped bool
+}
+
+func newSubscription(client redis.UniversalClient, channel string, fn func(sqlflight.Invalidation)) *subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &subscription{
+		client:  client,
+		channel: channel,
+		fn:      fn,
+		ctx:     ctx,
+		cancel:  cancel,
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// start runs the subscription and waits, at most subscribeWait, for Redis to
+// confirm it.
+func (s *subscription) start() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	go s.run()
+	timer := time.NewTimer(subscribeWait)
+	defer timer.Stop()
+	select {
+	case <-s.ready:
+	case <-s.done:
+	case <-timer.C:
+	}
+}
+
+// stop ends the subscription and waits for its goroutine to return. It is
+// safe to call more than once, and from several goroutines.
+func (s *subscription) stop() {
+	s.mu.Lock()
+	started := s.started
+	if !s.stopped {
+		s.stopped = true
+		s.cancel()
+		if s.ps != nil {
+			_ = s.ps.Close() // unblocks a pending receive
+		}
+	}
+	s.mu.Unlock()
+	if started {
+		<-s.done
+	}
+}
+
+// subscribe replaces the subscription's PubSub by a new one; it reports
+// false if the subscription is stopping.
+func (s *subscription) subscribe() (*redis.PubSub, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, false
+	}
+	if s.ps != nil {
+		_ = s.ps.Close()
+	}
+	// An error here (Redis down) is kept by the PubSub and retried on the
+	// next receive, which dials and subscribes again.
+	s.ps = s.client.Subscribe(s.ctx, s.channel)
+	return s.ps, true
+}
+
+func (s *subscription) run() {
+	defer close(s.done)
+	defer s.cancel()
+
+	ps, ok := s.subscribe()
+	if !ok {
+		return
+	}
+	var (
+		confirmed bool // the first confirmation came
+		resync    bool // messages may have been lost: tell fn first
+		pinged    bool // a health-check ping is unanswered
+		backoff   = minBackoff
+	)
+	for {
+		msg, err := ps.ReceiveTimeout(s.ctx, healthInterval)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if isTimeout(err) && !pinged {
+				// Silent for a while: make sure the connection still works.
+				pinged = true
+				if err = ps.Ping(s.ctx); err == nil {
+					continue
+				}
+			}
+			resync = true
+			pinged = false
+			if isTimeout(err) {
+				// No pong: the connection is dead without being closed.
+				if ps, ok = s.subscribe(); !ok {
+					return
+				}
+			}
+			// Otherwise the PubSub dials and subscribes again on the next
+			// receive.
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		pinged = false
+
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			if !confirmed {
+				confirmed = true
+				close(s.ready)
+			} else {
+				resync = true // the connection was made again
+			}
+			if resync {
+				resync = false
+				s.fn(sqlflight.Invalidation{Resync: true})
+			}
+		case *redis.Message:
+			if resync {
+				resync = false
+				s.fn(sqlflight.Invalidation{Resync: true})
+			}
+			inv, err := decodeInvalidation(m.Payload)
+			if err != nil {
+				// A message from a newer or broken publisher: it stood for
+				// some write, so drop everything rather than miss it.
+				s.fn(sqlflight.Invalidation{Resync: true})
+				continue
+			}
+			s.fn(inv)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// The message of an invalidation is its sequence number (added by the
+// publishing script), a newline, then the lines
+//
+//	sqlflight/1 all|tables
+//	"source"
+//	"table"...
+//
+// with every string in Go's quoted form, so that any bytes round-trip.
+const messageVersion = "sqlflight/1"
+
+func encodeInvalidation(inv sqlflight.Invalidation) string {
+	var b strings.Builder
+	b.WriteString(messageVersion)
+	if inv.All {
+		b.WriteString(" all\n")
+	} else {
+		b.WriteString(" tables\n")
+	}
+	b.WriteString(strconv.Quote(inv.Source))
+	for _, t := range inv.Tables {
+		b.WriteByte('\n')
+		b.WriteString(strconv.Quote(t))
+	}
+	return b.String()
+}
+
+func decodeInvalidation(msg string) (sqlflight.Invalidation, error) {
+	var inv sqlflight.Invalidation
+	lines := strings.Split(msg, "\n")
+	if len(lines) < 3 {
+		return inv, fmt.Errorf("redistier: malformed invalidation %q", msg)
+	}
+	seq, err := strconv.ParseUint(lines[0], 10, 64)
+	if err != nil {
+		return inv, fmt.Errorf("redistier: malformed invalidation sequence %q", lines[0])
+	}
+	inv.Seq = seq
+	switch lines[1] {
+	case messageVersion + " all":
+		inv.All = true
+	case messageVersion + " tables":
+	default:
+		return inv, fmt.Errorf("redistier: unknown invalidation header %q", lines[1])
+	}
+	if inv.Source, err = strconv.Unquote(lines[2]); err != nil {
+		return inv, fmt.Errorf("redistier: malformed invalidation source %q", lines[2])
+	}
+	for _, l := range lines[3:] {
+		t, err := strconv.Unquote(l)
+		if err != nil {
+			return inv, fmt.Errorf("redistier: malformed invalidation table %q", l)
+		}
+		inv.Tables = append(inv.Tables, t)
+	}
+	return inv, nil
+}

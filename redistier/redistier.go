@@ -1,0 +1,322 @@
+// Package redistier is the shared tier of sqlflight on Redis, built on
+// go-redis v9: results, leases and the fleet sequence live in Redis keys, and
+// invalidations travel over Redis pub/sub.
+//
+// Wrap a client you own with New and pass the Tier to sqlflight.Shared, or
+// import the package for its side effect and name a Redis server in the
+// sqlflight.shared DSN parameter:
+//
+//	import _ "github.com/sqlflight/sqlflight/redistier"
+//
+//	db, err := sql.Open("sqlflight", "postgres://app@db/app?sqlflight.shared=redis://cache:6379/0")
+//
+// Under a namespace ns (the Shield's KeyPrefix) the tier keeps:
+//
+//	ns+"v:"+key      a hash: field v, the version (decimal); field d, the data
+//	ns+"lease:"+key  a string: the token of the instance holding the lease
+//	ns+"seq"         the fleet sequence (INCR)
+//	ns+"epochs"      a hash: table name -> sequence of its last published write;
+//	                 field "*" for the last write to all tables
+//	ns+"invalidate"  the pub/sub channel of invalidations
+//
+// Leases, Store and Publish are Lua scripts touching several of these keys at
+// once. On Redis Cluster, put a hash tag in the namespace (for instance
+// "{sqlflight}:") so that they all hash to one slot.
+package redistier
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+var _ sqlflight.SharedTier = (*Tier)(nil)
+
+func init() {
+	sqlflight.RegisterTier("redis", open)
+	sqlflight.RegisterTier("rediss", open)
+}
+
+// open is the sqlflight.TierOpener of the redis and rediss schemes: it makes
+// a client of its own from a go-redis URL (redis://[user:pass@]host:port/db).
+func open(target string) (sqlflight.SharedTier, error) {
+	opt, err := redis.ParseURL(target)
+	if err != nil {
+		return nil, fmt.Errorf("redistier: %w", err)
+	}
+	// The Shield bounds every call with a context deadline; let it bound the
+	// socket reads and writes too.
+	opt.ContextTimeoutEnabled = true
+	t := New(redis.NewClient(opt))
+	t.ownClient = true
+	return t, nil
+}
+
+// Tier is a sqlflight.SharedTier on Redis. It is safe for concurrent use.
+type Tier struct {
+	client    redis.UniversalClient
+	ownClient bool
+
+	mu     sync.Mutex
+	closed bool
+	subs   map[*subscription]struct{}
+}
+
+// New returns a Tier on client. The caller keeps ownership of client: Close
+// does not close it.
+func New(client redis.UniversalClient) *Tier {
+	return &Tier{client: client, subs: map[*subscription]struct{}{}}
+}
+
+// Close stops the subscriptions the Tier started and, if the Tier made its
+// client itself (the redis:// DSN path), closes the client. It is safe to
+// call more than once.
+func (t *Tier) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	subs := t.subs
+	t.subs = nil
+	t.mu.Unlock()
+
+	for s := range subs {
+		s.stop()
+	}
+	if t.ownClient {
+		return t.client.Close()
+	}
+	return nil
+}
+
+// allTables is the epochs field of writes to all tables.
+const allTables = "*"
+
+func valueKey(ns, key string) string { return ns + "v:" + key }
+func leaseKey(ns, key string) string { return ns + "lease:" + key }
+func seqKey(ns string) string        { return ns + "seq" }
+func epochsKey(ns string) string     { return ns + "epochs" }
+func channel(ns string) string       { return ns + "invalidate" }
+
+// Fetch implements sqlflight.SharedStore: one pipelined round trip reads the
+// value and the epochs of tables.
+func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlflight.SharedValue, error) {
+	fields := make([]string, 0, len(tables)+1)
+	fields = append(fields, tables...)
+	fields = append(fields, allTables)
+
+	pipe := t.client.Pipeline()
+	val := pipe.HMGet(ctx, valueKey(ns, key), "v", "d")
+	eps := pipe.HMGet(ctx, epochsKey(ns), fields...)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return sqlflight.SharedValue{}, err
+	}
+
+	var sv sqlflight.SharedValue
+	sv.Epochs = make([]uint64, len(fields))
+	for i, e := range eps.Val() {
+		s, ok := e.(string)
+		if !ok {
+			continue // no write published for this table
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			// Reading it as 0 could serve a result the write made stale.
+			return sqlflight.SharedValue{}, fmt.Errorf("redistier: epoch of %q is %q, not a sequence number", fields[i], s)
+		}
+		sv.Epochs[i] = n
+	}
+
+	vd := val.Val()
+	if len(vd) != 2 {
+		return sv, nil
+	}
+	v, vok := vd[0].(string)
+	d, dok := vd[1].(string)
+	if !vok || !dok {
+		return sv, nil
+	}
+	version, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return sv, nil // not a value this tier wrote: a miss
+	}
+	sv.Version = version
+	sv.Data = make([]byte, len(d)) // non-nil even when empty
+	copy(sv.Data, d)
+	return sv, nil
+}
+
+// storeScript writes a value unless the one stored has a version at least as
+// new. Versions are compared as decimal strings (length, then bytes), so that
+// no precision is lost to Lua's doubles.
+var storeScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'v')
+local new = ARGV[1]
+if cur and string.match(cur, '^[0-9]+$') then
+	cur = string.gsub(cur, '^0+(%d)', '%1')
+	if #cur > #new or (#cur == #new and cur >= new) then
+		return 0
+	end
+end
+redis.call('HSET', KEYS[1], 'v', new, 'd', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// Store implements sqlflight.SharedStore.
+func (t *Tier) Store(ctx context.Context, ns, key string, data []byte, version uint64, ttl time.Duration) (bool, error) {
+	n, err := storeScript.Run(ctx, t.client, []string{valueKey(ns, key)},
+		strconv.FormatUint(version, 10), data, millis(ttl)).Int()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// acquireScript takes the next sequence number and tries to take the lease.
+// It returns the sequence number as Redis prints it (GET after INCR), not as
+// a Lua number, so that it stays exact.
+var acquireScript = redis.NewScript(`
+redis.call('INCR', KEYS[1])
+local seq = redis.call('GET', KEYS[1])
+local ok = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+if ok then
+	return {seq, 1}
+end
+return {seq, 0}
+`)
+
+// Acquire implements sqlflight.Leaser. The lease token is 16 random bytes,
+// hex-encoded.
+func (t *Tier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (sqlflight.Lease, error) {
+	token := newToken()
+	res, err := acquireScript.Run(ctx, t.client, []string{seqKey(ns), leaseKey(ns, key)},
+		token, millis(ttl)).Slice()
+	if err != nil {
+		return sqlflight.Lease{}, err
+	}
+	if len(res) != 2 {
+		return sqlflight.Lease{}, fmt.Errorf("redistier: acquire: unexpected reply %v", res)
+	}
+	seq, err := parseSeq(res[0])
+	if err != nil {
+		return sqlflight.Lease{}, fmt.Errorf("redistier: acquire: %w", err)
+	}
+	held, _ := res[1].(int64)
+	return sqlflight.Lease{Held: held == 1, Token: token, Version: seq}, nil
+}
+
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// Release implements sqlflight.Leaser. It does nothing for a lease that was
+// not held.
+func (t *Tier) Release(ctx context.Context, ns, key string, lease sqlflight.Lease) error {
+	if !lease.Held {
+		return nil
+	}
+	return releaseScript.Run(ctx, t.client, []string{leaseKey(ns, key)}, lease.Token).Err()
+}
+
+// publishScript takes the next sequence number, records it as the epoch of
+// the tables written (ARGV[4:]; of all tables when ARGV[3] is "1") and
+// publishes it, followed by a newline and the encoded invalidation ARGV[2],
+// on channel ARGV[1].
+var publishScript = redis.NewScript(`
+redis.call('INCR', KEYS[1])
+local seq = redis.call('GET', KEYS[1])
+if ARGV[3] == '1' then
+	redis.call('HSET', KEYS[2], '*', seq)
+end
+for i = 4, #ARGV do
+	redis.call('HSET', KEYS[2], ARGV[i], seq)
+end
+redis.call('PUBLISH', ARGV[1], seq .. '\n' .. ARGV[2])
+return seq
+`)
+
+// Publish implements sqlflight.InvalidationBus. A table named "*" shares its
+// epoch with writes to all tables: reads of it are invalidated more often,
+// never less.
+func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidation) (uint64, error) {
+	all := "0"
+	if inv.All {
+		all = "1"
+	}
+	args := make([]any, 0, 3+len(inv.Tables))
+	args = append(args, channel(ns), encodeInvalidation(inv), all)
+	for _, tbl := range inv.Tables {
+		args = append(args, tbl)
+	}
+	res, err := publishScript.Run(ctx, t.client, []string{seqKey(ns), epochsKey(ns)}, args...).Result()
+	if err != nil {
+		return 0, err
+	}
+	seq, err := parseSeq(res)
+	if err != nil {
+		return 0, fmt.Errorf("redistier: publish: %w", err)
+	}
+	return seq, nil
+}
+
+// Subscribe implements sqlflight.InvalidationBus. It returns once the
+// subscription is confirmed, or after subscribeWait if Redis does not answer:
+// the subscription then keeps trying in the background and reports a Resync
+// when it starts working. A connection that stays silent is checked with a
+// ping and replaced if Redis does not answer. stop waits for the last call of
+// fn to return, so fn must not call it.
+func (t *Tier) Subscribe(ns string, fn func(sqlflight.Invalidation)) (stop func(), err error) {
+	s := newSubscription(t.client, channel(ns), fn)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	t.subs[s] = struct{}{}
+	t.mu.Unlock()
+
+	s.start() // does nothing if Close stopped s meanwhile
+	return func() {
+		t.mu.Lock()
+		delete(t.subs, s) // a no-op after Close
+		t.mu.Unlock()
+		s.stop()
+	}, nil
+}
+
+var errClosed = errors.New("redistier: tier closed")
+
+// millis is a TTL in whole milliseconds, at least 1.
+func millis(d time.Duration) int64 {
+	return max(d.Milliseconds(), 1)
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// parseSeq reads a sequence number a script returned as a string.
+func parseSeq(v any) (uint64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("sequence number is %T, not a string", v)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}

@@ -1,0 +1,704 @@
+package redistier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// redisAddr is the test server's address (SQLFLIGHT_REDIS_ADDR); tests skip
+// without one, or fail under SQLFLIGHT_REQUIRE_INTEGRATION=1.
+func redisAddr(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("SQLFLIGHT_REDIS_ADDR")
+	if addr == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_REDIS_ADDR is not set and SQLFLIGHT_REQUIRE_INTEGRATION=1")
+		}
+		t.Skip("SQLFLIGHT_REDIS_ADDR is not set (e.g. 127.0.0.1:6379): no Redis to test against")
+	}
+	return addr
+}
+
+// newClient returns a client of addr, closed when the test ends.
+func newClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newNS returns a namespace of the test's own; its keys are deleted when the
+// test ends (before c is closed).
+func newNS(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	ns := fmt.Sprintf("test:%d:%s:", time.Now().UnixNano(), t.Name())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, globEscape(ns)+"*", 100).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("scan %s*: %v", ns, err)
+		}
+		if len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				t.Errorf("del: %v", err)
+			}
+		}
+	})
+	return ns
+}
+
+// globEscape quotes the characters special to SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// setup returns a Tier on a fresh client and namespace.
+func setup(t *testing.T) (*Tier, *redis.Client, string) {
+	t.Helper()
+	c := newClient(t, redisAddr(t))
+	ns := newNS(t, c)
+	tier := New(c)
+	t.Cleanup(func() { _ = tier.Close() })
+	return tier, c, ns
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recorder collects what a subscription delivers.
+type recorder struct{ ch chan sqlflight.Invalidation }
+
+func newRecorder() *recorder { return &recorder{ch: make(chan sqlflight.Invalidation, 1000)} }
+
+func (r *recorder) fn(inv sqlflight.Invalidation) { r.ch <- inv }
+
+func (r *recorder) next(t *testing.T) sqlflight.Invalidation {
+	t.Helper()
+	select {
+	case inv := <-r.ch:
+		return inv
+	case <-time.After(10 * time.Second):
+		t.Fatal("no invalidation within 10s")
+		return sqlflight.Invalidation{}
+	}
+}
+
+func (r *recorder) none(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case inv := <-r.ch:
+		t.Fatalf("unexpected invalidation %+v", inv)
+	case <-time.After(d):
+	}
+}
+
+func TestFetch(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	tables := []string{"a", "b"}
+
+	sv, err := tier.Fetch(ctx, ns, "k", tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv.Data != nil || sv.Version != 0 || !slices.Equal(sv.Epochs, []uint64{0, 0, 0}) {
+		t.Fatalf("miss: got %+v", sv)
+	}
+
+	if ok, err := tier.Store(ctx, ns, "k", []byte("result"), 7, time.Minute); err != nil || !ok {
+		t.Fatalf("Store = %v, %v", ok, err)
+	}
+	seqB, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqAll, err := tier.Publish(ctx, ns, sqlflight.Invalidation{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqAll <= seqB {
+		t.Fatalf("sequence went from %d to %d", seqB, seqAll)
+	}
+	sv, err = tier.Fetch(ctx, ns, "k", tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sv.Data) != "result" || sv.Version != 7 || !slices.Equal(sv.Epochs, []uint64{0, seqB, seqAll}) {
+		t.Fatalf("hit: got data %q version %d epochs %v; want epochs [0 %d %d]", sv.Data, sv.Version, sv.Epochs, seqB, seqAll)
+	}
+
+	// No tables: just the all-tables epoch.
+	sv, err = tier.Fetch(ctx, ns, "k", nil)
+	if err != nil || !slices.Equal(sv.Epochs, []uint64{seqAll}) {
+		t.Fatalf("Fetch without tables = %+v, %v", sv, err)
+	}
+
+	// An empty result is a hit, not a miss.
+	if _, err := tier.Store(ctx, ns, "empty", nil, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sv, err = tier.Fetch(ctx, ns, "empty", nil)
+	if err != nil || sv.Data == nil || len(sv.Data) != 0 || sv.Version != 1 {
+		t.Fatalf("empty value: got %+v, %v", sv, err)
+	}
+
+	// Values this tier did not write are misses.
+	c.HSet(ctx, ns+"v:junk", "v", "not-a-number", "d", "x")
+	c.HSet(ctx, ns+"v:half", "v", "3")
+	for _, k := range []string{"junk", "half"} {
+		sv, err = tier.Fetch(ctx, ns, k, nil)
+		if err != nil || sv.Data != nil {
+			t.Fatalf("%s: got %+v, %v; want a miss", k, sv, err)
+		}
+	}
+
+	// A broken epoch is an error, not a zero.
+	c.HSet(ctx, ns+"epochs", "a", "garbage")
+	if _, err := tier.Fetch(ctx, ns, "k", tables); err == nil {
+		t.Fatal("Fetch with a broken epoch: no error")
+	}
+}
+
+func TestStoreVersions(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	store := func(data string, version uint64) bool {
+		t.Helper()
+		ok, err := tier.Store(ctx, ns, "k", []byte(data), version, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	get := func() sqlflight.SharedValue {
+		t.Helper()
+		sv, err := tier.Fetch(ctx, ns, "k", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
+	}
+
+	if !store("five", 5) {
+		t.Fatal("first store refused")
+	}
+	if store("three", 3) {
+		t.Fatal("older version overwrote newer")
+	}
+	if store("five again", 5) {
+		t.Fatal("equal version overwrote")
+	}
+	if sv := get(); string(sv.Data) != "five" || sv.Version != 5 {
+		t.Fatalf("got %q v%d, want five v5", sv.Data, sv.Version)
+	}
+	if !store("ten", 10) { // more digits, and "10" < "5" as strings
+		t.Fatal("newer version refused")
+	}
+	if sv := get(); string(sv.Data) != "ten" || sv.Version != 10 {
+		t.Fatalf("got %q v%d, want ten v10", sv.Data, sv.Version)
+	}
+
+	// Versions beyond a double's precision still compare exactly.
+	big := uint64(1) << 60
+	if !store("big", big) || !store("big+1", big+1) || store("big again", big) {
+		t.Fatal("large versions compared wrongly")
+	}
+	if sv := get(); string(sv.Data) != "big+1" || sv.Version != big+1 {
+		t.Fatalf("got %q v%d", sv.Data, sv.Version)
+	}
+
+	pttl, err := c.PTTL(ctx, ns+"v:k").Result()
+	if err != nil || pttl <= 0 || pttl > time.Minute {
+		t.Fatalf("PTTL = %v, %v; want in (0, 1m]", pttl, err)
+	}
+
+	// A tiny TTL still sets an expiry.
+	if _, err := tier.Store(ctx, ns, "short", []byte("x"), 1, time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n, _ := c.Exists(ctx, ns+"v:short").Result(); n != 0 {
+		t.Fatal("value with a sub-millisecond TTL did not expire")
+	}
+}
+
+func TestAcquireRelease(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+
+	l1, err := tier.Acquire(ctx, ns, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := tier.Acquire(ctx, ns, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l1.Held || l2.Held {
+		t.Fatalf("held: first %v, second %v; want true, false", l1.Held, l2.Held)
+	}
+	if l1.Version == 0 || l2.Version <= l1.Version {
+		t.Fatalf("versions %d then %d; want increasing", l1.Version, l2.Version)
+	}
+	if len(l1.Token) != 32 || l1.Token == l2.Token {
+		t.Fatalf("tokens %q, %q", l1.Token, l2.Token)
+	}
+	if tok, _ := c.Get(ctx, ns+"lease:k").Result(); tok != l1.Token {
+		t.Fatalf("lease key holds %q, want %q", tok, l1.Token)
+	}
+	if pttl, _ := c.PTTL(ctx, ns+"lease:k").Result(); pttl <= 0 {
+		t.Fatalf("lease PTTL = %v", pttl)
+	}
+
+	// Releasing a lease not held, or with another token, leaves it.
+	if err := tier.Release(ctx, ns, "k", l2); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Release(ctx, ns, "k", sqlflight.Lease{Held: true, Token: "someone else"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Exists(ctx, ns+"lease:k").Result(); n != 1 {
+		t.Fatal("lease released with a wrong token")
+	}
+	if err := tier.Release(ctx, ns, "k", l1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Exists(ctx, ns+"lease:k").Result(); n != 0 {
+		t.Fatal("lease not released by its holder")
+	}
+
+	// An expired lease can be taken by another instance, and the first
+	// holder's late release leaves the new one alone.
+	short, err := tier.Acquire(ctx, ns, "e", 30*time.Millisecond)
+	if err != nil || !short.Held {
+		t.Fatalf("Acquire = %+v, %v", short, err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	next, err := tier.Acquire(ctx, ns, "e", time.Minute)
+	if err != nil || !next.Held {
+		t.Fatalf("after expiry: Acquire = %+v, %v", next, err)
+	}
+	if err := tier.Release(ctx, ns, "e", short); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := c.Get(ctx, ns+"lease:e").Result(); tok != next.Token {
+		t.Fatal("a stale holder released the new lease")
+	}
+
+	// Publish and Acquire share the sequence.
+	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	if err != nil || seq <= next.Version {
+		t.Fatalf("Publish = %d, %v; want above %d", seq, err, next.Version)
+	}
+}
+
+func TestPublishSubscribe(t *testing.T) {
+	tier, _, ns := setup(t)
+	ctx := ctxT(t)
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	odd := []string{`plain`, `"quoted"`, "new\nline", "tab\there", `back\slash`, "ünïcødé 表", "nul\x00byte", "bad\xffutf8", "", "*"}
+	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: odd, Source: "instance-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := rec.next(t)
+	if inv.Resync || inv.All || inv.Seq != seq || inv.Source != "instance-1" || !slices.Equal(inv.Tables, odd) {
+		t.Fatalf("got %+v; want seq %d, source instance-1, tables %q", inv, seq, odd)
+	}
+	sv, err := tier.Fetch(ctx, ns, "k", odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range sv.Epochs[:len(odd)] {
+		if e != seq {
+			t.Errorf("epoch of %q = %d, want %d", odd[i], e, seq)
+		}
+	}
+
+	seq, err = tier.Publish(ctx, ns, sqlflight.Invalidation{All: true, Source: "line\nbreak"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv = rec.next(t)
+	if !inv.All || inv.Seq != seq || inv.Source != "line\nbreak" || len(inv.Tables) != 0 {
+		t.Fatalf("got %+v; want all, seq %d", inv, seq)
+	}
+
+	// Other namespaces are not heard.
+	if _, err := tier.Publish(ctx, ns+"other:", sqlflight.Invalidation{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tier.client.Del(context.Background(), ns+"other:seq", ns+"other:epochs").Err() })
+	rec.none(t, 100*time.Millisecond)
+}
+
+func TestMalformedMessageResyncs(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for _, msg := range []string{"garbage", "1\nsqlflight/99 all\n\"\"", "x\nsqlflight/1 all\n\"\""} {
+		if err := c.Publish(ctx, ns+"invalidate", msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if inv := rec.next(t); !inv.Resync {
+			t.Fatalf("%q: got %+v, want a resync", msg, inv)
+		}
+	}
+}
+
+func TestResyncAfterConnectionKilled(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := rec.next(t); inv.Seq != seq || inv.Resync {
+		t.Fatalf("before the kill: got %+v", inv)
+	}
+
+	killed, err := c.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+	if err != nil || killed == 0 {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", killed, err)
+	}
+
+	// What comes next is a Resync, before any message.
+	if inv := rec.next(t); !inv.Resync {
+		t.Fatalf("after the kill: got %+v, want a resync first", inv)
+	}
+	seq, err = tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"u"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := rec.next(t); inv.Resync || inv.Seq != seq || !slices.Equal(inv.Tables, []string{"u"}) {
+		t.Fatalf("after the resync: got %+v, want seq %d", inv, seq)
+	}
+	rec.none(t, 100*time.Millisecond) // one resync only
+}
+
+func TestSubscribeWhileRedisDown(t *testing.T) {
+	addr := redisAddr(t)
+	p := newProxy(t, addr)
+	p.refuse.Store(true)
+	setTimings(t, 200*time.Millisecond, time.Second)
+
+	direct := newClient(t, addr)
+	ns := newNS(t, direct)
+	tier := New(newClient(t, p.addr()))
+	defer tier.Close()
+
+	rec := newRecorder()
+	begin := time.Now()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatalf("Subscribe while Redis is down: %v", err)
+	}
+	defer stop()
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("Subscribe took %v while Redis was down", d)
+	}
+	rec.none(t, 100*time.Millisecond)
+
+	p.refuse.Store(false)
+	if inv := rec.next(t); !inv.Resync {
+		t.Fatalf("got %+v, want a resync once the subscription works", inv)
+	}
+	seq, err := New(direct).Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := rec.next(t); inv.Seq != seq {
+		t.Fatalf("got %+v, want seq %d", inv, seq)
+	}
+}
+
+func TestSilentConnectionReplaced(t *testing.T) {
+	addr := redisAddr(t)
+	p := newProxy(t, addr)
+	setTimings(t, time.Second, 100*time.Millisecond)
+
+	direct := newClient(t, addr)
+	ns := newNS(t, direct)
+	tier := New(newClient(t, p.addr()))
+	defer tier.Close()
+	pub := New(direct)
+
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	// Idle beyond the health interval: pings keep the subscription as is.
+	time.Sleep(350 * time.Millisecond)
+	rec.none(t, 0)
+
+	p.blackhole() // the connection stays open but nothing goes through
+	if inv := rec.next(t); !inv.Resync {
+		t.Fatalf("got %+v, want a resync after the connection went silent", inv)
+	}
+	seq, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := rec.next(t); inv.Seq != seq || !inv.All {
+		t.Fatalf("got %+v, want seq %d", inv, seq)
+	}
+}
+
+func TestStop(t *testing.T) {
+	tier, _, ns := setup(t)
+	ctx := ctxT(t)
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(stop)
+	}
+	wg.Wait()
+	stop()
+	if _, err := tier.Publish(ctx, ns, sqlflight.Invalidation{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec.none(t, 100*time.Millisecond)
+
+	// Close stops what is left, and later subscriptions fail.
+	_, err = tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Subscribe(ns, rec.fn); !errors.Is(err, errClosed) {
+		t.Fatalf("Subscribe after Close: %v", err)
+	}
+	// The client is the caller's: still open.
+	if err := tier.client.Ping(ctx).Err(); err != nil {
+		t.Fatalf("client closed by Close: %v", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	addr := redisAddr(t)
+	st, err := open("redis://" + addr + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := st.(*Tier)
+	defer tier.Close()
+	if !tier.ownClient {
+		t.Fatal("opened tier does not own its client")
+	}
+	ns := newNS(t, newClient(t, addr))
+	ctx := ctxT(t)
+	if _, err := tier.Store(ctx, ns, "k", []byte("x"), 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", nil); err != nil || string(sv.Data) != "x" {
+		t.Fatalf("Fetch = %+v, %v", sv, err)
+	}
+	if err := tier.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Fetch(ctx, ns, "k", nil); !errors.Is(err, redis.ErrClosed) {
+		t.Fatalf("Fetch after Close = %v; want the client closed", err)
+	}
+
+	if _, err := open("redis://" + addr + "/notadb"); err == nil {
+		t.Fatal("open accepted a bad database number")
+	}
+}
+
+func TestInvalidationEncoding(t *testing.T) {
+	for _, inv := range []sqlflight.Invalidation{
+		{Source: "s"},
+		{All: true},
+		{Tables: []string{"a", "b\nc", "\"", "\xff", ""}, Source: "ü"},
+	} {
+		got, err := decodeInvalidation("42\n" + encodeInvalidation(inv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv.Seq = 42
+		if got.Seq != inv.Seq || got.All != inv.All || got.Source != inv.Source || !slices.Equal(got.Tables, inv.Tables) {
+			t.Errorf("round trip of %+v gave %+v", inv, got)
+		}
+		if strings.Count(encodeInvalidation(inv), "\n") != 1+len(inv.Tables) {
+			t.Errorf("%+v: a string was not kept on its line", inv)
+		}
+	}
+	for _, bad := range []string{"", "1", "1\nsqlflight/1 all", "1\nsqlflight/1 all\nsource", "1\nsqlflight/1 some\n\"\"", "-1\nsqlflight/1 all\n\"\""} {
+		if _, err := decodeInvalidation(bad); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// setTimings shortens the subscription timings for a test.
+func setTimings(t *testing.T, wait, health time.Duration) {
+	oldWait, oldHealth := subscribeWait, healthInterval
+	subscribeWait, healthInterval = wait, health
+	t.Cleanup(func() { subscribeWait, healthInterval = oldWait, oldHealth })
+}
+
+// proxy forwards TCP connections to a Redis server; it can refuse new
+// connections, or silence the ones open.
+type proxy struct {
+	ln     net.Listener
+	target string
+	refuse atomic.Bool
+
+	mu     sync.Mutex
+	closed bool
+	pairs  []*pair
+	wg     sync.WaitGroup
+}
+
+type pair struct {
+	a, b   net.Conn
+	silent atomic.Bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		a, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if p.refuse.Load() {
+			_ = a.Close()
+			continue
+		}
+		b, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = a.Close()
+			continue
+		}
+		pr := &pair{a: a, b: b}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_, _ = a.Close(), b.Close()
+			return
+		}
+		p.pairs = append(p.pairs, pr)
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(pr, a, b)
+		go p.pipe(pr, b, a)
+	}
+}
+
+// pipe copies from src to dst, dropping what it reads while the pair is
+// silent.
+func (p *proxy) pipe(pr *pair, dst, src net.Conn) {
+	defer p.wg.Done()
+	defer pr.a.Close()
+	defer pr.b.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !pr.silent.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, a reset or a close: the pair is done either way
+		}
+	}
+}
+
+// blackhole silences every connection open now; new ones work.
+func (p *proxy) blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.pairs {
+		pr.silent.Store(true)
+	}
+}
+
+func (p *proxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for _, pr := range p.pairs {
+		_ = pr.a.Close()
+		_ = pr.b.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
