@@ -29,8 +29,11 @@ type entry struct {
 	last   time.Time // served when the origin fails (stale-if-error) until here
 	delta  time.Duration
 	seq    uint64 // epoch sequence when the flight that filled it started
-	tables []string
-	known  bool
+	// version is the fleet version of a result written to or read from the
+	// shared tier (0: this process's alone).
+	version uint64
+	tables  []string
+	known   bool
 
 	retryAt  atomic.Int64 // UnixNano before which no refresh starts (after failures)
 	failures atomic.Int32
@@ -173,6 +176,9 @@ func (st *store) wait() {
 // the Shield keep working, uncached, after Close. Close does not close any
 // *sql.DB.
 func (s *Shield) Close() error {
+	if ts := s.tier; ts != nil && ts.stop != nil {
+		ts.stop() // stops hearing other instances (idempotent); the tier itself is the caller's
+	}
 	st := &s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -193,7 +199,8 @@ func (s *Shield) isClosed() bool {
 
 // Invalidate drops the cached results that depend on tables (matched
 // without regard to case) and makes in-flight queries reading them
-// unjoinable, as a write through the Shield to those tables does.
+// unjoinable, as a write through the Shield to those tables does; with a
+// shared tier, every instance of the fleet does so too.
 func (s *Shield) Invalidate(tables ...string) {
 	if len(tables) > 0 {
 		s.bump(tables, true)
@@ -201,7 +208,7 @@ func (s *Shield) Invalidate(tables ...string) {
 }
 
 // InvalidateAll drops every cached result of the Shield and makes every
-// in-flight query unjoinable.
+// in-flight query unjoinable; with a shared tier, on every instance.
 func (s *Shield) InvalidateAll() { s.bump(nil, false) }
 
 // freshness of an entry at a moment.

@@ -64,6 +64,14 @@ type read struct {
 	tables []string
 	known  bool
 	named  *nameCounters // the policy name's counters, or nil
+
+	// With a shared tier: the L2 key ("" when L2 is not used), the lease
+	// the origin holds, the version its result is written with, and, for
+	// a background refresh, the version of the entry it refreshes.
+	l2          string
+	lease       Lease
+	version     uint64
+	prevVersion uint64
 }
 
 // runOrigin runs the read's SQL text on rc. The origin does not use the
@@ -195,6 +203,15 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, st != nil)
 		if lead {
 			s.stats.flights.Add(1)
+			if st != nil && s.tier != nil {
+				if rd.l2 = s.sharedKey(rd); rd.l2 != "" && s.sharedLead(ctx, f, rd, st) {
+					rows, err := s.await(ctx, f, true, 0)
+					if err == nil || attempt >= 3 || !errors.Is(err, errRetry) {
+						return rows, err
+					}
+					continue
+				}
+			}
 			t, err := s.enter(ctx)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
@@ -298,7 +315,16 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	// Not on the caller's connection: a cache hit never holds one.
 	bg := *rd
 	bg.args = args
+	if s.tier != nil {
+		bg.l2, bg.prevVersion = s.sharedKey(rd), e.version
+	}
 	bg.plan.onFailure = func(err error) {
+		if errors.Is(err, errLeasedElsewhere) {
+			// Look for the other instance's value a little later.
+			wait := 20*time.Millisecond + rand.N(40*time.Millisecond)
+			e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
+			return
+		}
 		s.stats.refreshFailures.Add(1)
 		n := e.failures.Add(1)
 		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
@@ -378,8 +404,9 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		err     error
 		broken  bool
 		normal  bool
-		filled  bool
+		filled  *entry
 		ran     bool
+		fromL2  bool // answered by the shared tier: the database was not asked
 		start   = time.Now()
 	)
 	defer func() {
@@ -392,7 +419,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			}
 			s.stats.panics.Add(1)
 			s.log.Error("sqlflight: origin query panicked", "panic", r)
-			broken, res, handoff, filled = true, nil, nil, false
+			broken, res, handoff, filled, fromL2 = true, nil, nil, nil, false
 		}
 		if handoff == nil {
 			timer.Stop()
@@ -406,7 +433,12 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 				rd.named.originDuration.observe(took)
 			}
 		}
-		if err != nil {
+		switch {
+		case fromL2 && err != nil: // another instance refreshes it
+			if rd.plan.onFailure != nil {
+				rd.plan.onFailure(err)
+			}
+		case err != nil:
 			s.stats.originErrors.Add(1)
 			if rd.named != nil {
 				rd.named.originErrors.Add(1)
@@ -424,19 +456,33 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 				lc.openRows.Add(-1)
 			}
 		}
-		if filled {
+		if filled != nil {
 			// The store applies puts later: the flight stays joinable
 			// until the entry shows, so no caller falls in between.
 			st.wait()
 		}
 		s.stats.inFlight.Add(-1)
-		s.exit(t, err) // the breaker knows before any waiter does
+		if fromL2 {
+			s.exit(t, errNotRun)
+		} else {
+			s.exit(t, err) // the breaker knows before any waiter does
+		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
 		s.finish(f, res, err, handoff)
 		l.release(broken)
+		if rd.l2 != "" && !fromL2 {
+			s.storeShared(rd, filled) // after the waiters have their result
+		}
 	}()
 
+	if rd.l2 != "" && l.leader() == nil && st != nil {
+		// A background refresh: another instance may have done it.
+		if res, err = s.sharedRefresh(ctx, f, rd, st); res != nil || err != nil {
+			fromL2, normal = true, true
+			return
+		}
+	}
 	rc, err := l.conn(ctx)
 	if err == nil {
 		s.stats.originExecs.Add(1)
@@ -466,17 +512,18 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 }
 
 // fill stores res unless a write to its tables happened since its flight
-// started (its waiters still get it).
-func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) bool {
+// started (its waiters still get it), and returns the entry it stored.
+func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
 	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
-		return false
+		return nil
 	}
 	now := s.opts.Clock.Now()
-	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables, known: rd.known}
+	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
+		known: rd.known, version: rd.version}
 	e.soft, e.hard, e.last = s.deadlines(now, rd.plan.pol, e.empty)
 	st.put(e, now)
 	s.stats.fills.Add(1)
-	return true
+	return e
 }
 
 // finish publishes the outcome of f to its waiters and removes it from the
@@ -651,4 +698,5 @@ func (s *Shield) bump(tables []string, known bool) {
 	}
 	s.stats.invalidations.Add(1)
 	s.epochs.bump(tables, known)
+	s.publishWrite(tables, known)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"io"
 	"sync"
 
@@ -75,7 +76,11 @@ func (s *Shield) Connector(c driver.Connector) driver.Connector {
 	if dc, ok := c.Driver().(driver.DriverContext); ok {
 		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
 	}
-	return s.newConnector(c, d, s.newScope())
+	sc := s.newScope()
+	if s.opts.SharedScope != "" {
+		sc.shared = "connector\x00" + s.opts.SharedScope
+	}
+	return s.newConnector(c, d, sc)
 }
 
 // OpenDB opens a *sql.DB on c wrapped by s (see Connector).
@@ -131,10 +136,21 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	e := &dsnScope{s: d.s, dsn: stripped, drv: self}
 	if len(params) > 0 {
 		o := d.s.opts
+		tier := d.s.tierImpl
+		if target, ok := params["shared"]; ok {
+			delete(params, "shared")
+			if tier, err = openTier(target); err != nil {
+				return nil, fmt.Errorf("%w: %sshared=%s: %v", ErrBadDSN, dsnPrefix, target, err)
+			}
+		}
 		if err := applyDSN(&o, params); err != nil {
 			return nil, err
 		}
-		e.s = New(o)
+		var opts []Option = []Option{o}
+		if tier != nil {
+			opts = append(opts, Shared(tier))
+		}
+		e.s = New(opts...)
 		own := &wrappedDriver{s: e.s, parent: d.parent, scopes: make(map[string]*dsnScope)}
 		e.drv = own
 		if dc, ok := self.(*wrappedDriverContext); ok {
@@ -142,6 +158,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 	}
 	e.sc = e.s.newScope()
+	e.sc.shared = "dsn\x00" + stripped
 	d.scopes[dsn] = e
 	return e, nil
 }

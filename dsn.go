@@ -79,6 +79,14 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.MaxStale, err = time.ParseDuration(v)
 		case "writes_when_open":
 			o.WritesWhenOpen, err = strconv.ParseBool(v)
+		case "key_prefix":
+			o.KeyPrefix = v
+		case "redis_timeout":
+			o.RedisTimeout, err = parseDuration(v)
+		case "lease_ttl":
+			o.LeaseTTL, err = parseDuration(v)
+		case "shared_scope":
+			o.SharedScope = v
 		case "strict":
 			o.Strict, err = strconv.ParseBool(v)
 		case "default":

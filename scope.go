@@ -20,6 +20,9 @@ import (
 // Connect returns a virtual connection at once.
 type scope struct {
 	id uint64
+	// shared names the scope across the fleet, for the shared tier: its
+	// DSN, or Options.SharedScope for a connector ("": no shared tier).
+	shared string
 
 	learned atomic.Bool
 	mu      sync.Mutex

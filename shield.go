@@ -108,6 +108,30 @@ type Options struct {
 	// Logger receives warnings (malformed annotations, panics in the origin
 	// path). Nil means slog.Default().
 	Logger *slog.Logger
+
+	// The shared tier (see SharedTier and Shared; package redistier, or
+	// the DSN parameter sqlflight.shared=redis://host:6379/0).
+	//
+	// KeyPrefix namespaces everything the Shield keeps in the tier (zero:
+	// DefaultKeyPrefix); instances share results, leases and invalidations
+	// only under the same prefix. RedisTimeout bounds every call to the
+	// tier (zero: DefaultRedisTimeout): a call that takes longer counts as
+	// a failure, and after a few in a row the Shield runs on its in-process
+	// cache alone, without an error to any caller, until a probe finds the
+	// tier back. LeaseTTL is the longest an instance holds a key's lease
+	// (zero: DefaultLeaseTTL; never more than the origin's timeout): if the
+	// holder dies, another instance may query after it.
+	KeyPrefix    string
+	RedisTimeout time.Duration
+	LeaseTTL     time.Duration
+
+	// SharedScope names, across the fleet, the scopes of connectors given
+	// to OpenDB or Connector: results are shared with other instances only
+	// within scopes of the same name, so give it a name that identifies the
+	// database and the user (for example "orders-primary/app"). Without it,
+	// such connectors do not use the shared tier. A DSN's scope is named by
+	// its DSN.
+	SharedScope string
 }
 
 // An Option configures a Shield. Options is the Option of this package;
@@ -135,6 +159,9 @@ type Shield struct {
 
 	tooLarge expiringSet // keys whose results were too large to share
 	warned   expiringSet // fingerprints already warned about
+
+	tierImpl SharedTier // given by Shared
+	tier     *tierState // nil without a shared tier
 }
 
 // New returns a Shield configured by opts (later options win).
@@ -171,6 +198,9 @@ func New(opts ...Option) *Shield {
 	s.flights.m = make(map[string]*flight)
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
+	if s.tierImpl != nil {
+		s.attachTier(s.tierImpl)
+	}
 	return s
 }
 
@@ -223,6 +253,23 @@ type Stats struct {
 	CacheEntries int64 // gauge: results the cache holds (empty ones included)
 	CacheBytes   int64 // gauge: their estimated bytes
 
+	// The shared tier (zero without one).
+	SharedState          string // "up", "down" (running on L1 alone), or "" without a tier
+	SharedTransitions    uint64 // times the tier went down or came back
+	SharedHits           uint64 // results taken from the tier (into L1) instead of the database
+	SharedMisses         uint64 // flights that found no usable result in the tier
+	SharedWrites         uint64 // results written to the tier
+	SharedSuperseded     uint64 // writes refused because the tier held a newer version
+	SharedErrors         uint64 // calls to the tier that failed or timed out
+	SharedDecodeErrors   uint64 // values in the tier that could not be read (treated as misses)
+	SharedSkipped        uint64 // reads that left the tier alone: a write to their tables waits to be published
+	LeasesAcquired       uint64 // leases this instance took to query for the fleet
+	LeaseWaits           uint64 // flights that waited for another instance's lease holder
+	LeaseWaitExpired     uint64 // … and stopped waiting after wait= to query themselves
+	InvalidationsSent    uint64 // writes published to the other instances
+	InvalidationsHeard   uint64 // writes of other instances applied here
+	InvalidationResyncs  uint64 // times the subscription was re-made and L1 dropped everything
+
 	Waiting         int64  // gauge: callers currently waiting on a flight
 	InFlight        int64  // gauge: flights currently running
 	RealConns       int64  // gauge: real database connections currently open
@@ -239,6 +286,18 @@ func (s *Shield) Stats() Stats {
 	st.CacheEntries = s.store.entries.Load()
 	st.CacheBytes = s.store.bytes.Load()
 	st.BreakerTransitions = s.guard.br.transitions.Load()
+	if ts := s.tier; ts != nil {
+		c := &ts.stats
+		st.SharedState = ts.state()
+		st.SharedTransitions = c.transitions.Load()
+		st.SharedHits, st.SharedMisses = c.hits.Load(), c.misses.Load()
+		st.SharedWrites, st.SharedSuperseded = c.writes.Load(), c.superseded.Load()
+		st.SharedErrors, st.SharedDecodeErrors = c.errors.Load(), c.decodeErrors.Load()
+		st.SharedSkipped = c.skippedPending.Load()
+		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.leases.Load(), c.leaseWaits.Load(), c.leaseExpired.Load()
+		st.InvalidationsSent, st.InvalidationsHeard = c.published.Load(), c.received.Load()
+		st.InvalidationResyncs = c.resyncs.Load()
+	}
 	return st
 }
 

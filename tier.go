@@ -1,0 +1,165 @@
+package sqlflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+)
+
+// A SharedTier is a result cache shared by every instance of an application
+// (package redistier provides one on Redis). The Shield keeps its
+// in-process cache (L1) in front of it, coalesces in process first, and
+// uses the tier for three things: results (SharedStore), leases that let one
+// instance of the fleet run the origin query of a key (Leaser), and the
+// invalidations that writes through any instance publish (InvalidationBus).
+//
+// Every method gets the namespace ns (Options.KeyPrefix): a tier keeps
+// everything it stores under it, so that fleets (or tests) with different
+// prefixes never meet. Keys are opaque hex digests; they never contain SQL
+// or arguments. The Shield bounds every call with Options.RedisTimeout and
+// treats any error as "the tier is unavailable": it goes on without it.
+type SharedTier interface {
+	SharedStore
+	Leaser
+	InvalidationBus
+}
+
+// SharedStore holds encoded results.
+type SharedStore interface {
+	// Fetch returns the value stored under key (Data nil if none) and the
+	// fleet epochs of tables: Epochs[i] is the sequence of the last write
+	// published for tables[i] (0 if none), and Epochs[len(tables)] that of
+	// the last write published for all tables.
+	Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error)
+
+	// Store writes data under key for ttl unless the value stored there has
+	// a version at least as new; it reports whether it wrote.
+	Store(ctx context.Context, ns, key string, data []byte, version uint64, ttl time.Duration) (bool, error)
+}
+
+// SharedValue is what SharedStore.Fetch returns.
+type SharedValue struct {
+	Data    []byte
+	Version uint64
+	Epochs  []uint64
+}
+
+// Leaser hands out leases on keys and the fleet sequence numbers that
+// version results.
+type Leaser interface {
+	// Acquire takes the next fleet sequence number and tries to take the
+	// lease on key for ttl (SET NX PX). Lease.Held reports whether it did;
+	// Lease.Version is the sequence number either way.
+	Acquire(ctx context.Context, ns, key string, ttl time.Duration) (Lease, error)
+
+	// Release gives the lease back if it still holds lease.Token
+	// (compare-and-delete): a lease that expired and was taken by another
+	// instance is not released.
+	Release(ctx context.Context, ns, key string, lease Lease) error
+}
+
+// Lease is the outcome of Leaser.Acquire.
+type Lease struct {
+	Held    bool
+	Token   string
+	Version uint64
+}
+
+// InvalidationBus carries writes between the instances of a fleet.
+type InvalidationBus interface {
+	// Publish takes the next fleet sequence number, records it as the
+	// epoch of inv.Tables (of all tables when inv.All), so that Fetch
+	// reports it from then on, and tells every subscriber. It returns the
+	// sequence number.
+	Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error)
+
+	// Subscribe calls fn with every invalidation published in ns, by any
+	// instance, until stop is called. When messages may have been lost (the
+	// subscription broke and was made again), it calls fn with Resync set.
+	// fn must not block for long.
+	Subscribe(ns string, fn func(Invalidation)) (stop func(), err error)
+}
+
+// Invalidation is one write, as the bus carries it.
+type Invalidation struct {
+	Tables []string
+	All    bool   // a write to tables not known
+	Seq    uint64 // set by Publish
+	Source string // the publishing Shield's instance id
+	Resync bool   // not a write: messages may have been lost
+}
+
+// Defaults of the shared-tier Options.
+const (
+	DefaultKeyPrefix    = "sqlflight:"
+	DefaultRedisTimeout = 100 * time.Millisecond
+	DefaultLeaseTTL     = 5 * time.Second
+)
+
+// Shared plugs a shared tier into a Shield: pass it to New next to Options.
+func Shared(t SharedTier) Option { return sharedOption{t} }
+
+type sharedOption struct{ t SharedTier }
+
+func (o sharedOption) apply(s *Shield) { s.tierImpl = o.t }
+
+// A TierOpener opens a shared tier from the value of the sqlflight.shared
+// DSN parameter (e.g. redis://127.0.0.1:6379/0).
+type TierOpener func(target string) (SharedTier, error)
+
+var tierOpeners struct {
+	sync.Mutex
+	m    map[string]TierOpener
+	open map[string]SharedTier // one tier per target, reused by every DSN naming it
+}
+
+// RegisterTier makes a shared tier available to the sqlflight.shared DSN
+// parameter under a URL scheme; package redistier registers "redis" and
+// "rediss" when imported. It panics if the scheme is taken.
+func RegisterTier(scheme string, open TierOpener) {
+	tierOpeners.Lock()
+	defer tierOpeners.Unlock()
+	if tierOpeners.m == nil {
+		tierOpeners.m = map[string]TierOpener{}
+		tierOpeners.open = map[string]SharedTier{}
+	}
+	if _, dup := tierOpeners.m[scheme]; dup {
+		panic("sqlflight: RegisterTier called twice for scheme " + scheme)
+	}
+	tierOpeners.m[scheme] = open
+}
+
+// openTier returns the shared tier a DSN names, opening it on first use.
+func openTier(target string) (SharedTier, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("not a URL (want e.g. redis://host:6379/0)")
+	}
+	tierOpeners.Lock()
+	defer tierOpeners.Unlock()
+	if t := tierOpeners.open[target]; t != nil {
+		return t, nil
+	}
+	open := tierOpeners.m[u.Scheme]
+	if open == nil {
+		var known []string
+		for k := range tierOpeners.m {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return nil, fmt.Errorf("no shared tier registered for scheme %q (registered: %v; import github.com/sqlflight/sqlflight/redistier for redis)", u.Scheme, known)
+	}
+	t, err := open(target)
+	if err != nil {
+		return nil, err
+	}
+	tierOpeners.open[target] = t
+	return t, nil
+}
+
+// errTierDown is what tier calls return while the tier's breaker is open.
+var errTierDown = errors.New("sqlflight: shared tier unavailable")

@@ -1,0 +1,474 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// memTier is a SharedTier in memory, shared by the Shields of a test as
+// Redis is by the instances of a fleet. fail makes every call fail; clock
+// expires leases and values.
+type memTier struct {
+	clock         *fakeClock
+	fail          atomic.Bool
+	heldElsewhere atomic.Bool // no lease is ever granted
+	failPublish   atomic.Bool
+	calls         atomic.Int64
+
+	mu     sync.Mutex
+	seq    uint64
+	vals   map[string]memVal
+	leases map[string]memLease
+	epochs map[string]uint64
+	subs   map[int]func(Invalidation)
+	nsub   int
+}
+
+type memVal struct {
+	data    []byte
+	version uint64
+	until   time.Time
+}
+
+type memLease struct {
+	token string
+	until time.Time
+}
+
+func newMemTier(clk *fakeClock) *memTier {
+	return &memTier{clock: clk, vals: map[string]memVal{}, leases: map[string]memLease{}, epochs: map[string]uint64{},
+		subs: map[int]func(Invalidation){}}
+}
+
+var errMemDown = errors.New("memTier: down")
+
+func (m *memTier) check(ctx context.Context) error {
+	m.calls.Add(1)
+	if m.fail.Load() {
+		return errMemDown
+	}
+	return ctx.Err()
+}
+
+func (m *memTier) Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error) {
+	if err := m.check(ctx); err != nil {
+		return SharedValue{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := SharedValue{Epochs: make([]uint64, len(tables)+1)}
+	for i, t := range tables {
+		v.Epochs[i] = m.epochs[ns+t]
+	}
+	v.Epochs[len(tables)] = m.epochs[ns+"*"]
+	if e, ok := m.vals[ns+key]; ok && m.clock.Now().Before(e.until) {
+		v.Data, v.Version = e.data, e.version
+	}
+	return v, nil
+}
+
+func (m *memTier) Store(ctx context.Context, ns, key string, data []byte, version uint64, ttl time.Duration) (bool, error) {
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.vals[ns+key]; ok && m.clock.Now().Before(e.until) && e.version >= version {
+		return false, nil
+	}
+	m.vals[ns+key] = memVal{data: data, version: version, until: m.clock.Now().Add(ttl)}
+	return true, nil
+}
+
+func (m *memTier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (Lease, error) {
+	if err := m.check(ctx); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	l := Lease{Version: m.seq, Token: fmt.Sprint("t", m.seq)}
+	if e, ok := m.leases[ns+key]; !m.heldElsewhere.Load() && (!ok || !m.clock.Now().Before(e.until)) {
+		m.leases[ns+key] = memLease{token: l.Token, until: m.clock.Now().Add(ttl)}
+		l.Held = true
+	}
+	return l, nil
+}
+
+func (m *memTier) Release(ctx context.Context, ns, key string, l Lease) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.leases[ns+key]; ok && e.token == l.Token {
+		delete(m.leases, ns+key)
+	}
+	return nil
+}
+
+func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	if m.failPublish.Load() {
+		return 0, errMemDown
+	}
+	m.mu.Lock()
+	m.seq++
+	inv.Seq = m.seq
+	if inv.All {
+		m.epochs[ns+"*"] = inv.Seq
+	}
+	for _, t := range inv.Tables {
+		m.epochs[ns+t] = inv.Seq
+	}
+	var subs []func(Invalidation)
+	for _, fn := range m.subs {
+		subs = append(subs, fn)
+	}
+	m.mu.Unlock()
+	for _, fn := range subs {
+		fn(inv)
+	}
+	return inv.Seq, nil
+}
+
+func (m *memTier) Subscribe(ns string, fn func(Invalidation)) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nsub++
+	id := m.nsub
+	m.subs[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}, nil
+}
+
+// resync tells every subscriber that messages may have been lost.
+func (m *memTier) resync() {
+	m.mu.Lock()
+	var subs []func(Invalidation)
+	for _, fn := range m.subs {
+		subs = append(subs, fn)
+	}
+	m.mu.Unlock()
+	for _, fn := range subs {
+		fn(Invalidation{Resync: true})
+	}
+}
+
+// instance is one member of a simulated fleet: its own Shield and its own
+// database counter, on the shared memTier.
+type instance struct {
+	db *sql.DB
+	s  *Shield
+	c  *counting
+}
+
+func fleetOf(t *testing.T, n int, tier *memTier, opts Options) []instance {
+	t.Helper()
+	opts.Clock = tier.clock
+	var out []instance
+	for range n {
+		c := newCounting()
+		db, s := openFake(t, c.d, opts, Shared(tier))
+		t.Cleanup(func() { _ = s.Close() })
+		out = append(out, instance{db: db, s: s, c: c})
+	}
+	return out
+}
+
+func TestSharedTierServesOtherInstances(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 3, tier, Options{})
+	if n := readN(t, f[0].db, ttlQuery, 1); n != 1 {
+		t.Fatal(n)
+	}
+	for _, in := range f[1:] {
+		if n := readN(t, in.db, ttlQuery, 1); n != 1 {
+			t.Fatalf("other instance read %d, want the shared 1", n)
+		}
+		if q := in.c.d.queries.Load(); q != 0 {
+			t.Fatalf("other instance queried its database %d times", q)
+		}
+		if st := in.s.Stats(); st.SharedHits != 1 || st.CacheEntries != 1 || st.SharedState != "up" {
+			t.Fatalf("%+v", st)
+		}
+		// The L2 hit filled L1: no further tier call.
+		before := tier.calls.Load()
+		readN(t, in.db, ttlQuery, 1)
+		if tier.calls.Load() != before {
+			t.Error("an L1 hit called the tier")
+		}
+	}
+	if st := f[0].s.Stats(); st.LeasesAcquired != 1 || st.SharedWrites != 1 || st.SharedMisses != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// Keys are digests: no SQL, no argument.
+	tier.mu.Lock()
+	for k := range tier.vals {
+		if !strings.HasPrefix(k, DefaultKeyPrefix) || strings.Contains(k, "items") || len(k) != len(DefaultKeyPrefix)+32 {
+			t.Errorf("key %q", k)
+		}
+	}
+	tier.mu.Unlock()
+}
+
+func TestSharedTierKeyPrefixSeparates(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	a := fleetOf(t, 1, tier, Options{KeyPrefix: "a:"})
+	b := fleetOf(t, 1, tier, Options{KeyPrefix: "b:"})
+	readN(t, a[0].db, ttlQuery, 1)
+	readN(t, b[0].db, ttlQuery, 1)
+	if b[0].c.d.queries.Load() != 1 {
+		t.Fatal("instances under different prefixes shared a result")
+	}
+}
+
+func TestLeaseLoserWaitsForTheHolder(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	g := newGate()
+	f[0].c.gate.Store(g)
+	f[0].c.n.Store(41) // the gate holds queries after the first: make this one wait
+	done := make(chan int64)
+	go func() { done <- readN(t, f[0].db, ttlQuery, 1) }()
+	waitFor(t, "the holder's query", func() bool { return f[0].s.Stats().LeasesAcquired == 1 })
+	got := make(chan int64)
+	go func() { got <- readN(t, f[1].db, ttlQuery, 1) }()
+	waitFor(t, "the loser's wait", func() bool { return f[1].s.Stats().LeaseWaits == 1 })
+	close(g.ch)
+	if n := <-done; n != 42 {
+		t.Fatal(n)
+	}
+	if n := <-got; n != 42 {
+		t.Fatalf("loser got %d, want the holder's 42", n)
+	}
+	if q := f[1].c.d.queries.Load(); q != 0 {
+		t.Fatalf("loser queried its database %d times", q)
+	}
+}
+
+func TestLeaseLoserGivesUpAfterWait(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 1, tier, Options{})
+	tier.heldElsewhere.Store(true) // another instance holds every lease and never writes
+	q := "/* sqlflight: soft=10s wait=30ms */ SELECT n FROM items WHERE id = $1"
+	if n := readN(t, f[0].db, q, 1); n != 1 {
+		t.Fatal(n)
+	}
+	st := f[0].s.Stats()
+	if st.LeaseWaits != 1 || st.LeaseWaitExpired != 1 || f[0].c.d.queries.Load() != 1 || st.SharedWrites != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestWriteInvalidatesEveryInstance(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	readN(t, f[0].db, ttlQuery, 1) // 1: in L2 and A's L1
+	readN(t, f[1].db, ttlQuery, 1) // B's L1 from L2
+	if _, err := f[0].db.Exec("UPDATE items SET n = n + 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	// B heard of A's write: neither its L1 nor L2 serve the old result.
+	if n := readN(t, f[1].db, ttlQuery, 1); n != 1 || f[1].c.d.queries.Load() != 1 {
+		t.Fatalf("B read %d after %d queries of its own: want a fresh query", n, f[1].c.d.queries.Load())
+	}
+	if st := f[1].s.Stats(); st.InvalidationsHeard != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if st := f[0].s.Stats(); st.InvalidationsSent != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// A reads B's new result from L2 (written after the write).
+	if n := readN(t, f[0].db, ttlQuery, 1); n != 1 || f[0].c.d.queries.Load() != 1 {
+		t.Fatalf("A read %d with %d queries", n, f[0].c.d.queries.Load())
+	}
+	// Invalidate reaches the fleet too.
+	f[1].s.Invalidate("items")
+	readN(t, f[0].db, ttlQuery, 1)
+	if f[0].c.d.queries.Load() != 2 {
+		t.Fatal("Invalidate on B did not drop A's entry")
+	}
+}
+
+func TestOlderWriteDoesNotOverwriteNewer(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 3, tier, Options{LeaseTTL: time.Second})
+	g := newGate()
+	f[0].c.gate.Store(g)
+	f[0].c.n.Store(99) // A's query answers 100, after the gate
+	done := make(chan int64)
+	go func() { done <- readN(t, f[0].db, ttlQuery, 1) }()
+	waitFor(t, "A's lease", func() bool { return f[0].s.Stats().LeasesAcquired == 1 })
+	tier.clock.Add(2 * time.Second) // A's lease expires: B takes the next one
+	if n := readN(t, f[1].db, ttlQuery, 1); n != 1 {
+		t.Fatal(n)
+	}
+	close(g.ch)
+	if n := <-done; n != 100 {
+		t.Fatal(n)
+	}
+	if st := f[0].s.Stats(); st.SharedSuperseded != 1 || st.SharedWrites != 0 {
+		t.Fatalf("A: %+v", st)
+	}
+	if n := readN(t, f[2].db, ttlQuery, 1); n != 1 {
+		t.Fatalf("C read %d: the slow former holder overwrote the newer value", n)
+	}
+}
+
+func TestTierOutageIsInvisibleAndRecovers(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	tier.fail.Store(true)
+	for i := range 5 {
+		if n := readN(t, f[0].db, ttlQuery, i); n < 1 {
+			t.Fatal(n)
+		}
+	}
+	if st := f[0].s.Stats(); st.SharedState != "down" || st.SharedErrors != tierFailures || st.SharedTransitions != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// A write while down is published when the tier is back.
+	if _, err := f[0].db.Exec("DELETE FROM items WHERE id = 7"); err != nil {
+		t.Fatal(err)
+	}
+	readN(t, f[1].db, ttlQuery, 7) // B fills L1 and L2 (B has not failed yet? it fails too)
+	tier.fail.Store(false)
+	tier.clock.Add(time.Minute) // past the tier's back-off
+	readN(t, f[0].db, ttlQuery, 100)
+	st := f[0].s.Stats()
+	if st.SharedState != "up" || st.SharedTransitions != 2 || st.InvalidationsSent != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if f[1].s.Stats().InvalidationsHeard != 1 {
+		t.Fatal("B did not hear the write made while the tier was down")
+	}
+}
+
+func TestPendingInvalidationKeepsReadsOffTheTier(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	readN(t, f[1].db, ttlQuery, 1) // L2 holds 1
+	tier.failPublish.Store(true)
+	if _, err := f[0].db.Exec("UPDATE items SET n = 5"); err != nil { // the publish fails
+		t.Fatal(err)
+	}
+	// A may not take the old L2 value: its write is not published yet.
+	if n := readN(t, f[0].db, ttlQuery, 1); n != 1 || f[0].c.d.queries.Load() != 1 {
+		t.Fatalf("A read %d with %d queries of its own", n, f[0].c.d.queries.Load())
+	}
+	if st := f[0].s.Stats(); st.SharedSkipped != 1 || st.InvalidationsSent != 0 {
+		t.Fatalf("%+v", st)
+	}
+	tier.failPublish.Store(false)
+	// The next read publishes it first.
+	readN(t, f[0].db, ttlQuery, 2)
+	if st := f[0].s.Stats(); st.InvalidationsSent != 1 || st.SharedSkipped != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if f[1].s.Stats().InvalidationsHeard != 1 {
+		t.Fatal("B never heard the write")
+	}
+	if n := readN(t, f[1].db, ttlQuery, 1); n != 2 || f[1].c.d.queries.Load() != 2 {
+		t.Fatalf("B read %d with %d queries: the old value survived the write", n, f[1].c.d.queries.Load())
+	}
+}
+
+func TestResyncDropsL1(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 1, tier, Options{})
+	readShared(t, f[0], ttlQuery, 1)
+	tier.mu.Lock()
+	clear(tier.vals) // so that the next read reaches the database
+	tier.mu.Unlock()
+	tier.resync()
+	readN(t, f[0].db, ttlQuery, 1)
+	if q := f[0].c.d.queries.Load(); q != 2 {
+		t.Fatalf("queries = %d: a resync must drop L1", q)
+	}
+	if f[0].s.Stats().InvalidationResyncs != 1 {
+		t.Fatal("resync not counted")
+	}
+}
+
+func TestStaleRefreshOncePerFleet(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 4, tier, Options{})
+	for i, in := range f {
+		in.c.n.Store(int64(i) * 100) // instance i answers i*100+1, i*100+2, …
+	}
+	readShared(t, f[0], ttlQuery, 1)
+	for _, in := range f[1:] {
+		readN(t, in.db, ttlQuery, 1)
+	}
+	tier.clock.Add(11 * time.Second) // stale everywhere at once (same deadlines)
+	for range 20 {
+		for _, in := range f {
+			readN(t, in.db, ttlQuery, 1)
+		}
+		for _, in := range f {
+			settle(t, in.s)
+		}
+		tier.clock.Add(10 * time.Millisecond)
+	}
+	var total int64
+	want := int64(-1)
+	for i, in := range f {
+		q := in.c.d.queries.Load()
+		total += q
+		if i == 0 && q == 2 {
+			want = 2
+		} else if i > 0 && q == 1 {
+			want = int64(i)*100 + 1
+		}
+	}
+	if total != 2 {
+		t.Fatalf("fleet queries = %d, want 2 (the first fill and one refresh)", total)
+	}
+	for i, in := range f {
+		if n := readN(t, in.db, ttlQuery, 1); n != want {
+			t.Errorf("instance %d reads %d after the refresh, want %d", i, n, want)
+		}
+	}
+}
+
+// readShared reads through in and waits until its result is in the tier.
+func readShared(t *testing.T, in instance, q string, args ...any) int64 {
+	t.Helper()
+	w := in.s.Stats().SharedWrites
+	n := readN(t, in.db, q, args...)
+	waitFor(t, "the write to the tier", func() bool { return in.s.Stats().SharedWrites > w })
+	return n
+}
+
+func TestCorruptSharedValueIsAMiss(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	readShared(t, f[0], ttlQuery, 1)
+	tier.mu.Lock()
+	for k, v := range tier.vals {
+		d := append([]byte(nil), v.data...)
+		d[len(d)-3] ^= 0xff
+		v.data = d
+		tier.vals[k] = v
+	}
+	tier.mu.Unlock()
+	if n := readN(t, f[1].db, ttlQuery, 1); n != 1 || f[1].c.d.queries.Load() != 1 {
+		t.Fatalf("read %d with %d queries: %+v", n, f[1].c.d.queries.Load(), f[1].s.Stats())
+	}
+	if st := f[1].s.Stats(); st.SharedDecodeErrors != 1 {
+		t.Fatalf("%+v", st)
+	}
+}

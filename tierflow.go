@@ -1,0 +1,400 @@
+package sqlflight
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/sqlflight/sqlflight/internal/wire"
+)
+
+// The life of a read with a shared tier (L2), on an L1 miss: the leader of
+// the process's flight fetches the key from L2. A usable value (fresh or
+// stale, newer than every write published to its tables) fills L1 and is
+// the flight's result. Otherwise it tries to take the key's lease: the
+// holder runs the origin query, writes L2 with the version its lease came
+// with, and releases the lease; a loser polls L2 (jittered, growing
+// intervals) and tries the lease again each time, up to the policy's wait,
+// then queries through the guard like any leader. A background refresh of a
+// stale L1 entry first looks for a newer value in L2, then refreshes only
+// if it gets the lease (otherwise another instance is refreshing: it looks
+// again a little later). Any tier error makes the read go on as if there
+// were no tier.
+
+// errLeasedElsewhere ends a background refresh whose key another instance
+// is refreshing.
+var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this key")
+
+// sharedKey is the L2 key of a read: a digest (128 bits) of the scope's
+// fleet-wide name and the read's key without the process's scope number.
+// Reads of scopes without a fleet-wide name, of unknown tables, or of
+// tables whose invalidation waits to be published do not use L2.
+func (s *Shield) sharedKey(rd *read) string {
+	ts := s.tier
+	if ts == nil || rd.c.sc.shared == "" || !rd.known || len(rd.tables) == 0 || !ts.usable() {
+		return ""
+	}
+	if ts.blocked(rd.tables, rd.known) {
+		// Try to publish it now; until then, leave the tier alone.
+		if ts.call(context.Background(), ts.flushCtx) != nil || ts.blocked(rd.tables, rd.known) {
+			ts.stats.skippedPending.Add(1)
+			return ""
+		}
+	}
+	h := sha256.New()
+	h.Write([]byte("sqlflight/l2/1\x00"))
+	h.Write([]byte(rd.c.sc.shared))
+	h.Write([]byte{0})
+	h.Write([]byte(rd.key[8:])) // the key after the process's scope number
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// tableKeys returns the epoch names of tables.
+func tableKeys(tables []string) []string {
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = tableKey(t)
+	}
+	return out
+}
+
+// fetchShared returns the L2 value of rd if it is usable now: decodable,
+// newer than every write published to its tables, and not past its hard
+// deadline. It returns the entry for L1 (not yet stored) and the value's
+// version (0 when there is no usable value).
+func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
+	ts := s.tier
+	tables := tableKeys(rd.tables)
+	var v SharedValue
+	err := ts.call(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = ts.t.Fetch(ctx, ts.ns, rd.l2, tables)
+		return err
+	})
+	if err != nil || v.Data == nil {
+		return nil, err
+	}
+	if len(v.Epochs) != len(tables)+1 {
+		ts.stats.decodeErrors.Add(1)
+		return nil, nil
+	}
+	for _, ep := range v.Epochs {
+		if ep >= v.Version {
+			return nil, nil // computed before a write the fleet was told of
+		}
+	}
+	e, err := decodeShared(v.Data)
+	if err != nil {
+		ts.stats.decodeErrors.Add(1)
+		s.warnEvery("l2-decode", rd.r.Normalized, "sqlflight: unreadable result in the shared tier; treated as a miss",
+			"error", err, "fingerprint", fingerprint(rd.r.Normalized))
+		return nil, nil
+	}
+	if !s.opts.Clock.Now().Before(e.hard) {
+		return nil, nil
+	}
+	e.key, e.version, e.seq, e.tables, e.known = rd.key, v.Version, seq, rd.tables, rd.known
+	return e, nil
+}
+
+// sharedLead is the L2 step of a flight's leader before it queries. It
+// reports true if f was answered from L2 (f is finished); otherwise rd
+// holds the lease (or the tier could not help) and the leader goes on.
+func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store) bool {
+	ts := s.tier
+	var deadline <-chan time.Time
+	if w := rd.plan.pol.Wait; w > 0 {
+		t := time.NewTimer(w)
+		defer t.Stop()
+		deadline = t.C
+	}
+	pause := 2 * time.Millisecond
+	for waited := false; ; waited = true {
+		e, err := s.fetchShared(ctx, rd, f.seq)
+		if err != nil {
+			return false
+		}
+		if e != nil {
+			ts.stats.hits.Add(1)
+			s.fillFromShared(st, f, rd, e)
+			s.finish(f, e.res, nil, nil)
+			return true
+		}
+		if !waited {
+			ts.stats.misses.Add(1)
+		}
+		ttl := min(rd.originTimeout(s), ts.leaseTTL)
+		var l Lease
+		err = ts.call(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
+			return err
+		})
+		if err != nil {
+			return false
+		}
+		rd.version = l.Version
+		if l.Held {
+			ts.stats.leases.Add(1)
+			rd.lease = l
+			return false
+		}
+		if !waited {
+			ts.stats.leaseWaits.Add(1)
+		}
+		// Another instance queries: look again a little later.
+		d := pause/2 + rand.N(pause)
+		pause = min(pause*2, 40*time.Millisecond)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-deadline:
+			t.Stop()
+			ts.stats.leaseExpired.Add(1)
+			return false
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+}
+
+// fillFromShared puts an entry read from L2 into L1, unless a write to its
+// tables happened through this process since f started.
+func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
+	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
+		return
+	}
+	st.put(e, s.opts.Clock.Now())
+	st.wait()
+}
+
+// sharedRefresh is the L2 step of a background refresh of prev: a newer
+// value in L2 is taken as the refresh; else the refresh goes on only if it
+// gets the key's lease.
+func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
+	ts := s.tier
+	e, err := s.fetchShared(ctx, rd, f.seq)
+	if err != nil {
+		return nil, nil // the tier is of no help: refresh locally
+	}
+	if e != nil && e.version > rd.prevVersion && e.at(s.opts.Clock.Now()) == fresh {
+		ts.stats.hits.Add(1)
+		s.fillFromShared(st, f, rd, e)
+		return e.res, nil
+	}
+	ttl := min(rd.originTimeout(s), ts.leaseTTL)
+	var l Lease
+	err = ts.call(ctx, func(ctx context.Context) error {
+		var err error
+		l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
+		return err
+	})
+	if err != nil {
+		return nil, nil
+	}
+	rd.version = l.Version
+	if !l.Held {
+		return nil, errLeasedElsewhere
+	}
+	ts.stats.leases.Add(1)
+	rd.lease = l
+	return nil, nil
+}
+
+// storeShared writes the entry an origin filled to L2 under the version
+// its lease came with (a slower former holder cannot overwrite it), then
+// releases the lease. It runs after the flight's waiters were answered.
+func (s *Shield) storeShared(rd *read, e *entry) {
+	ts := s.tier
+	if e != nil && rd.version > 0 {
+		ttl := e.last.Sub(s.opts.Clock.Now())
+		if data, err := encodeShared(e); err == nil && ttl > 0 {
+			var wrote bool
+			if ts.call(context.Background(), func(ctx context.Context) error {
+				var err error
+				wrote, err = ts.t.Store(ctx, ts.ns, rd.l2, data, rd.version, ttl)
+				return err
+			}) == nil {
+				if wrote {
+					ts.stats.writes.Add(1)
+				} else {
+					ts.stats.superseded.Add(1)
+				}
+			}
+		}
+	}
+	if rd.lease.Held {
+		_ = ts.call(context.Background(), func(ctx context.Context) error {
+			return ts.t.Release(ctx, ts.ns, rd.l2, rd.lease)
+		})
+	}
+}
+
+// originTimeout is the budget of rd's origin query.
+func (rd *read) originTimeout(s *Shield) time.Duration {
+	if t := rd.plan.pol.Timeout; t > 0 {
+		return t
+	}
+	return s.opts.OriginTimeout
+}
+
+// L2 values: a header of their own, then the wire encoding of the result.
+//
+//	value = format (1 byte, = 1) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta) | wire
+//
+// soft, hard and last are durations after filled, in ns; hard ≥ soft and
+// last ≥ hard.
+const sharedFormat = 1
+
+func encodeShared(e *entry) ([]byte, error) {
+	w := toWire(e.res)
+	b := make([]byte, 0, 48+e.res.bytes)
+	b = append(b, sharedFormat)
+	b = binary.AppendVarint(b, e.filled.UnixNano())
+	b = binary.AppendUvarint(b, uint64(e.soft.Sub(e.filled)))
+	b = binary.AppendUvarint(b, uint64(e.hard.Sub(e.filled)))
+	b = binary.AppendUvarint(b, uint64(e.last.Sub(e.filled)))
+	b = binary.AppendUvarint(b, uint64(e.delta))
+	return wire.Encode(b, w)
+}
+
+var errSharedFormat = errors.New("sqlflight: unknown shared value")
+
+func decodeShared(b []byte) (*entry, error) {
+	if len(b) == 0 || b[0] != sharedFormat {
+		return nil, errSharedFormat
+	}
+	b = b[1:]
+	filled, n := binary.Varint(b)
+	if n <= 0 {
+		return nil, wire.ErrCorrupt
+	}
+	b = b[n:]
+	var d [4]uint64
+	for i := range d {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > 1<<62 {
+			return nil, wire.ErrCorrupt
+		}
+		d[i], b = v, b[n:]
+	}
+	if d[0] > d[1] || d[1] > d[2] {
+		return nil, wire.ErrCorrupt
+	}
+	w, err := wire.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	res, err := fromWire(w)
+	if err != nil {
+		return nil, err
+	}
+	at := time.Unix(0, filled)
+	e := &entry{res: res, empty: res.empty(), filled: at, delta: time.Duration(d[3]),
+		soft: at.Add(time.Duration(d[0])), hard: at.Add(time.Duration(d[1])), last: at.Add(time.Duration(d[2]))}
+	return e, nil
+}
+
+// Scan types travel by name (typeName); a decoding process knows the
+// driver.Value types, the database/sql Null types, and every type it has
+// encoded itself. A name it does not know makes the value a miss.
+var scanTypes sync.Map // string → reflect.Type
+
+func init() {
+	for _, t := range []reflect.Type{
+		reflect.TypeFor[int64](), reflect.TypeFor[int32](), reflect.TypeFor[int16](), reflect.TypeFor[int8](),
+		reflect.TypeFor[int](), reflect.TypeFor[uint64](), reflect.TypeFor[uint32](), reflect.TypeFor[uint16](),
+		reflect.TypeFor[uint8](), reflect.TypeFor[uint](), reflect.TypeFor[float64](), reflect.TypeFor[float32](),
+		reflect.TypeFor[bool](), reflect.TypeFor[string](), reflect.TypeFor[[]byte](), reflect.TypeFor[time.Time](),
+		reflect.TypeFor[any](), reflect.TypeFor[sql.RawBytes](),
+		reflect.TypeFor[sql.NullInt64](), reflect.TypeFor[sql.NullInt32](), reflect.TypeFor[sql.NullInt16](),
+		reflect.TypeFor[sql.NullByte](), reflect.TypeFor[sql.NullFloat64](), reflect.TypeFor[sql.NullBool](),
+		reflect.TypeFor[sql.NullString](), reflect.TypeFor[sql.NullTime](),
+	} {
+		scanTypes.Store(typeName(t), t)
+	}
+}
+
+var errUnknownScanType = errors.New("sqlflight: unknown scan type in a shared value")
+
+func toWire(res *result) *wire.Result {
+	w := &wire.Result{Mask: res.mask, Sets: make([]wire.Set, len(res.sets))}
+	for i := range res.sets {
+		rs := &res.sets[i]
+		ws := &w.Sets[i]
+		ws.Rows, ws.Values = rs.n, rs.vals
+		ws.Columns = make([]wire.Column, len(rs.names))
+		for j, name := range rs.names {
+			c := &rs.cols[j]
+			wc := &ws.Columns[j]
+			wc.Name, wc.DatabaseType = name, c.dbType
+			if c.scanType != nil {
+				wc.ScanType = typeName(c.scanType)
+				if _, ok := scanTypes.Load(wc.ScanType); !ok {
+					scanTypes.Store(wc.ScanType, c.scanType)
+				}
+			}
+			wc.Length, wc.HasLength = c.length, c.lengthOK
+			wc.Nullable, wc.HasNullable = c.nullable, c.nullOK
+			wc.Precision, wc.Scale, wc.HasPrecisionScale = c.precision, c.scale, c.precisionScaleOK
+		}
+	}
+	return w
+}
+
+func fromWire(w *wire.Result) (*result, error) {
+	res := &result{mask: w.Mask, sets: make([]resultSet, len(w.Sets))}
+	for i := range w.Sets {
+		ws := &w.Sets[i]
+		rs := &res.sets[i]
+		rs.n, rs.vals = ws.Rows, ws.Values
+		rs.names = make([]string, len(ws.Columns))
+		rs.cols = make([]column, len(ws.Columns))
+		res.bytes += int64(len(ws.Columns)) * 96
+		for j := range ws.Columns {
+			wc := &ws.Columns[j]
+			c := &rs.cols[j]
+			rs.names[j], c.dbType = wc.Name, wc.DatabaseType
+			if wc.ScanType != "" {
+				t, ok := scanTypes.Load(wc.ScanType)
+				if !ok {
+					return nil, errUnknownScanType
+				}
+				c.scanType = t.(reflect.Type)
+			}
+			c.length, c.lengthOK = wc.Length, wc.HasLength
+			c.nullable, c.nullOK = wc.Nullable, wc.HasNullable
+			c.precision, c.scale, c.precisionScaleOK = wc.Precision, wc.Scale, wc.HasPrecisionScale
+		}
+		for _, v := range rs.vals {
+			res.bytes += valueSize(v)
+		}
+	}
+	return res, nil
+}
+
+// valueSize is copyValue's estimate of v's size, without the copy.
+func valueSize(v driver.Value) int64 {
+	const word = 16
+	switch v := v.(type) {
+	case string:
+		return word + int64(len(v))
+	case []byte:
+		if v != nil {
+			return word + 24 + int64(len(v))
+		}
+	case time.Time:
+		return word + 24
+	}
+	return word
+}
