@@ -254,21 +254,21 @@ type Stats struct {
 	CacheBytes   int64 // gauge: their estimated bytes
 
 	// The shared tier (zero without one).
-	SharedState          string // "up", "down" (running on L1 alone), or "" without a tier
-	SharedTransitions    uint64 // times the tier went down or came back
-	SharedHits           uint64 // results taken from the tier (into L1) instead of the database
-	SharedMisses         uint64 // flights that found no usable result in the tier
-	SharedWrites         uint64 // results written to the tier
-	SharedSuperseded     uint64 // writes refused because the tier held a newer version
-	SharedErrors         uint64 // calls to the tier that failed or timed out
-	SharedDecodeErrors   uint64 // values in the tier that could not be read (treated as misses)
-	SharedSkipped        uint64 // reads that left the tier alone: a write to their tables waits to be published
-	LeasesAcquired       uint64 // leases this instance took to query for the fleet
-	LeaseWaits           uint64 // flights that waited for another instance's lease holder
-	LeaseWaitExpired     uint64 // … and stopped waiting after wait= to query themselves
-	InvalidationsSent    uint64 // writes published to the other instances
-	InvalidationsHeard   uint64 // writes of other instances applied here
-	InvalidationResyncs  uint64 // times the subscription was re-made and L1 dropped everything
+	SharedState         string // "up", "down" (running on L1 alone), or "" without a tier
+	SharedTransitions   uint64 // times the tier went down or came back
+	SharedHits          uint64 // results taken from the tier (into L1) instead of the database
+	SharedMisses        uint64 // flights that found no usable result in the tier
+	SharedWrites        uint64 // results written to the tier
+	SharedSuperseded    uint64 // writes refused because the tier held a newer version
+	SharedErrors        uint64 // calls to the tier that failed or timed out
+	SharedDecodeErrors  uint64 // values in the tier that could not be read (treated as misses)
+	SharedSkipped       uint64 // reads that left the tier alone: a write to their tables waits to be published
+	LeasesAcquired      uint64 // leases this instance took to query for the fleet
+	LeaseWaits          uint64 // flights that waited for another instance's lease holder
+	LeaseWaitExpired    uint64 // … and stopped waiting after wait= to query themselves
+	InvalidationsSent   uint64 // writes published to the other instances
+	InvalidationsHeard  uint64 // writes of other instances applied here
+	InvalidationResyncs uint64 // times the subscription was re-made and L1 dropped everything
 
 	Waiting         int64  // gauge: callers currently waiting on a flight
 	InFlight        int64  // gauge: flights currently running
