@@ -36,10 +36,12 @@ var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this 
 // sharedKey is the L2 key of a read: a digest (128 bits) of the scope's
 // fleet-wide name and the read's key without the process's scope number.
 // Reads of scopes without a fleet-wide name, of unknown tables, or of
-// tables whose invalidation waits to be published do not use L2.
+// tables whose invalidation waits to be published do not use L2. (A read of
+// no table at all is invalidated by writes to unknown tables alone, as in
+// L1.)
 func (s *Shield) sharedKey(rd *read) string {
 	ts := s.tier
-	if ts == nil || rd.c.sc.shared == "" || !rd.known || len(rd.tables) == 0 || !ts.usable() {
+	if ts == nil || rd.c.sc.shared == "" || !rd.known || !ts.usable() {
 		return ""
 	}
 	if ts.blocked(rd.tables, rd.known) {
