@@ -50,6 +50,7 @@ type mainRun struct{ m *testing.M }
 
 func (r mainRun) Run() int {
 	code := r.m.Run()
+	removeFleetBinary()
 	if err := terminateServices(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: terminating containers: %v\n", err)
 		if code == 0 {

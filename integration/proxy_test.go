@@ -17,7 +17,7 @@ import (
 )
 
 // faultProxy is a loopback TCP proxy that the fault tests put between
-// sqlflight and PostgreSQL, with knobs for the faults they inject:
+// sqlflight and PostgreSQL (or Redis), with knobs for the faults they inject:
 //
 //   - SetLatency delays every chunk the server sends by a fixed time
 //     (pipelined, so it adds latency, not a bandwidth limit);
@@ -79,11 +79,20 @@ func newFaultProxy(t testing.TB, dsn string) (*faultProxy, string) {
 	if err != nil {
 		t.Fatalf("parse DSN: %v", err)
 	}
-	p := &faultProxy{network: "tcp", upstream: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
-		links: make(map[*proxyLink]struct{})}
+	network, upstream := "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket directory
-		p.network, p.upstream = "unix", filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
+		network, upstream = "unix", filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
 	}
+	p := newTCPProxy(t, network, upstream)
+	_, port, _ := net.SplitHostPort(p.addr)
+	return p, withDSNParams(t, dsn, "host", "127.0.0.1", "port", port)
+}
+
+// newTCPProxy starts a fault proxy on loopback in front of any server (the
+// fleet tests put one in front of Redis); it stops when the test ends.
+func newTCPProxy(t testing.TB, network, upstream string) *faultProxy {
+	t.Helper()
+	p := &faultProxy{network: network, upstream: upstream, links: make(map[*proxyLink]struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy: listen: %v", err)
@@ -95,8 +104,7 @@ func newFaultProxy(t testing.TB, dsn string) (*faultProxy, string) {
 	p.mu.Unlock()
 	go p.serve(ln)
 	t.Cleanup(p.stop)
-	_, port, _ := net.SplitHostPort(p.addr)
-	return p, withDSNParams(t, dsn, "host", "127.0.0.1", "port", port)
+	return p
 }
 
 func (p *faultProxy) serve(ln net.Listener) {
