@@ -69,6 +69,7 @@ type read struct {
 	// the origin holds, the version its result is written with, and, for
 	// a background refresh, the version of the entry it refreshes.
 	l2          string
+	wantL2      bool // a background refresh that may use L2
 	lease       Lease
 	version     uint64
 	prevVersion uint64
@@ -205,11 +206,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			s.stats.flights.Add(1)
 			if st != nil && s.tier != nil {
 				if rd.l2 = s.sharedKey(rd); rd.l2 != "" && s.sharedLead(ctx, f, rd, st) {
-					rows, err := s.await(ctx, f, true, 0)
-					if err == nil || attempt >= 3 || !errors.Is(err, errRetry) {
-						return rows, err
-					}
-					continue
+					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
 			t, err := s.enter(ctx)
@@ -219,6 +216,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if err != nil {
+				s.releaseLease(rd) // another instance may query instead
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
@@ -316,7 +314,9 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	bg := *rd
 	bg.args = args
 	if s.tier != nil {
-		bg.l2, bg.prevVersion = s.sharedKey(rd), e.version
+		// The origin goroutine computes the L2 key: no tier I/O here, on
+		// the path of a cache hit.
+		bg.wantL2, bg.prevVersion = true, e.version
 	}
 	bg.plan.onFailure = func(err error) {
 		if errors.Is(err, errLeasedElsewhere) {
@@ -438,6 +438,9 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			if rd.plan.onFailure != nil {
 				rd.plan.onFailure(err)
 			}
+			// A caller that joined the refresh meanwhile starts over (and
+			// looks in L2 itself).
+			err = errLeaderGone
 		case err != nil:
 			s.stats.originErrors.Add(1)
 			if rd.named != nil {
@@ -476,11 +479,13 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 	}()
 
-	if rd.l2 != "" && l.leader() == nil && st != nil {
+	if rd.wantL2 && st != nil {
 		// A background refresh: another instance may have done it.
-		if res, err = s.sharedRefresh(ctx, f, rd, st); res != nil || err != nil {
-			fromL2, normal = true, true
-			return
+		if rd.l2 = s.sharedKey(rd); rd.l2 != "" {
+			if res, err = s.sharedRefresh(ctx, f, rd, st); res != nil || err != nil {
+				fromL2, normal = true, true
+				return
+			}
 		}
 	}
 	rc, err := l.conn(ctx)
@@ -697,6 +702,15 @@ func (s *Shield) bump(tables []string, known bool) {
 		return
 	}
 	s.stats.invalidations.Add(1)
+	ts := s.tier
+	if ts == nil {
+		s.epochs.bump(tables, known)
+		return
+	}
+	// The tier is told after the local epochs move; until it knows, this
+	// process's reads of those tables leave it alone.
+	keys := writeKeys(tables, known)
+	ts.begin(keys)
 	s.epochs.bump(tables, known)
-	s.publishWrite(tables, known)
+	ts.publish(keys)
 }

@@ -70,17 +70,34 @@ func (s *Shield) Wrap(d driver.Driver) driver.Driver {
 
 // Connector returns c wrapped by s. The connector is a scope of its own: its
 // queries never share results with another connector's. The result implements
-// io.Closer exactly when c does.
+// io.Closer exactly when c does. Its results stay out of the shared tier,
+// which cannot tell which database and user a connector reaches; see
+// SharedConnector.
 func (s *Shield) Connector(c driver.Connector) driver.Connector {
+	return s.newConnector(c, s.connectorDriver(c), s.newScope())
+}
+
+// SharedConnector is Connector for a connector whose results may be shared
+// with other instances through the shared tier: name must identify the
+// database and the user across the fleet (for example
+// "orders-primary/app"). Instances share results only between connectors
+// of the same name, so two connectors that reach different databases or
+// users must never be given the same name. In this process, each connector
+// is still a scope of its own.
+func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connector {
+	sc := s.newScope()
+	if name != "" {
+		sc.shared = "connector\x00" + name
+	}
+	return s.newConnector(c, s.connectorDriver(c), sc)
+}
+
+func (s *Shield) connectorDriver(c driver.Connector) driver.Driver {
 	var d driver.Driver = &wrappedDriver{s: s, parent: c.Driver(), scopes: make(map[string]*dsnScope)}
 	if dc, ok := c.Driver().(driver.DriverContext); ok {
 		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
 	}
-	sc := s.newScope()
-	if s.opts.SharedScope != "" {
-		sc.shared = "connector\x00" + s.opts.SharedScope
-	}
-	return s.newConnector(c, d, sc)
+	return d
 }
 
 // OpenDB opens a *sql.DB on c wrapped by s (see Connector).

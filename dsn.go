@@ -85,8 +85,6 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.RedisTimeout, err = parseDuration(v)
 		case "lease_ttl":
 			o.LeaseTTL, err = parseDuration(v)
-		case "shared_scope":
-			o.SharedScope = v
 		case "strict":
 			o.Strict, err = strconv.ParseBool(v)
 		case "default":

@@ -124,14 +124,6 @@ type Options struct {
 	KeyPrefix    string
 	RedisTimeout time.Duration
 	LeaseTTL     time.Duration
-
-	// SharedScope names, across the fleet, the scopes of connectors given
-	// to OpenDB or Connector: results are shared with other instances only
-	// within scopes of the same name, so give it a name that identifies the
-	// database and the user (for example "orders-primary/app"). Without it,
-	// such connectors do not use the shared tier. A DSN's scope is named by
-	// its DSN.
-	SharedScope string
 }
 
 // An Option configures a Shield. Options is the Option of this package;

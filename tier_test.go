@@ -470,7 +470,304 @@ func TestCorruptSharedValueIsAMiss(t *testing.T) {
 	if n := readN(t, f[1].db, ttlQuery, 1); n != 1 || f[1].c.d.queries.Load() != 1 {
 		t.Fatalf("read %d with %d queries: %+v", n, f[1].c.d.queries.Load(), f[1].s.Stats())
 	}
-	if st := f[1].s.Stats(); st.SharedDecodeErrors != 1 {
+	if st := f[1].s.Stats(); st.SharedDecodeErrors == 0 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// hookTier runs a test's hooks around the calls of a memTier, once each.
+type hookTier struct {
+	*memTier
+	onPublish    atomic.Pointer[func()]
+	onAcquire    atomic.Pointer[func()]
+	afterAcquire atomic.Pointer[func()]
+	afterPublish atomic.Pointer[func()]
+}
+
+func (h *hookTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+	if f := h.onPublish.Swap(nil); f != nil {
+		(*f)()
+	}
+	seq, err := h.memTier.Publish(ctx, ns, inv)
+	if f := h.afterPublish.Swap(nil); f != nil {
+		(*f)()
+	}
+	return seq, err
+}
+
+func (h *hookTier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (Lease, error) {
+	if f := h.onAcquire.Swap(nil); f != nil {
+		(*f)()
+	}
+	l, err := h.memTier.Acquire(ctx, ns, key, ttl)
+	if f := h.afterAcquire.Swap(nil); f != nil {
+		(*f)()
+	}
+	return l, err
+}
+
+func hookFleet(t *testing.T, n int, ht *hookTier, opts Options) []instance {
+	opts.Clock = ht.clock
+	var out []instance
+	for range n {
+		c := newCounting()
+		db, s := openFake(t, c.d, opts, Shared(ht))
+		t.Cleanup(func() { _ = s.Close() })
+		out = append(out, instance{db: db, s: s, c: c})
+	}
+	return out
+}
+
+func TestOwnWriteIsNotUndoneByTheTier(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 2, ht, Options{})
+	readShared(t, f[1], ttlQuery, 1) // B's value in L2
+	readN(t, f[0].db, ttlQuery, 1)   // A's L1 from L2
+	hook := func() {
+		done := make(chan struct{})
+		go func() { defer close(done); readN(t, f[0].db, ttlQuery, 1) }() // concurrent reader on A
+		<-done
+	}
+	ht.onPublish.Store(&hook)
+	if _, err := f[0].db.Exec("UPDATE items SET n = n + 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	readN(t, f[0].db, ttlQuery, 1)
+	if q := f[0].c.d.queries.Load(); q == 0 {
+		t.Fatalf("RYW violated: A read after its own write without any query (pre-write L2 value in L1)")
+	}
+}
+
+func TestRefreshFollowerNeverSeesLeaseErrors(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 1, ht, Options{})
+	readShared(t, f[0], ttlQuery, 1)
+	ht.clock.Add(11 * time.Second) // stale
+	ht.heldElsewhere.Store(true)
+	errc := make(chan error, 1)
+	hook := func() {
+		ht.clock.Add(3 * time.Minute) // entry gone (past last)
+		fol := f[0].s.Stats().Followers
+		go func() {
+			var n int64
+			errc <- f[0].db.QueryRow(ttlQuery, 1).Scan(&n)
+		}()
+		waitFor(t, "follower joins the refresh", func() bool { return f[0].s.Stats().Followers > fol })
+	}
+	ht.onAcquire.Store(&hook)
+	readN(t, f[0].db, ttlQuery, 1) // stale hit, starts refresh
+	if err := <-errc; err != nil {
+		t.Fatalf("caller got a tier error: %v", err)
+	}
+}
+
+func TestLeaseReleasedWhenLeaderLeaves(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 1, ht, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	hook := func() { cancel() }
+	ht.afterAcquire.Store(&hook)
+	var n int64
+	err := f[0].db.QueryRowContext(ctx, ttlQuery, 1).Scan(&n)
+	t.Logf("err=%v", err)
+	time.Sleep(50 * time.Millisecond)
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	if len(ht.leases) != 0 {
+		t.Fatalf("lease leaked: %v", ht.leases)
+	}
+}
+
+func TestLeaseReleasedWhenBreakerRefuses(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 1, ht, Options{BreakerFailures: 1})
+	f[0].c.fail.Store(true)
+	var n int64
+	err := f[0].db.QueryRow(ttlQuery, 2).Scan(&n)
+	t.Logf("first err=%v", err)
+	settle(t, f[0].s)
+	err = f[0].db.QueryRow(ttlQuery, 1).Scan(&n)
+	t.Logf("second err=%v state=%s", err, f[0].s.Stats().BreakerState)
+	time.Sleep(50 * time.Millisecond)
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	if len(ht.leases) != 0 {
+		t.Fatalf("lease leaked: %v", ht.leases)
+	}
+}
+
+func TestLeaseReleasedWhenOverloaded(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 1, ht, Options{MaxInflight: 1, QueueTimeout: 20 * time.Millisecond})
+	g := newGate()
+	f[0].c.gate.Store(g)
+	f[0].c.n.Store(5)
+	go func() { var n int64; _ = f[0].db.QueryRow(ttlQuery, 2).Scan(&n) }()
+	waitFor(t, "slot taken", func() bool { return f[0].s.Stats().InFlight == 1 })
+	var n int64
+	err := f[0].db.QueryRow(ttlQuery, 1).Scan(&n)
+	t.Logf("err=%v", err)
+	ht.mu.Lock()
+	nl := len(ht.leases)
+	ht.mu.Unlock()
+	close(g.ch)
+	settle(t, f[0].s)
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	t.Logf("leases while blocked=%d", nl)
+	if len(ht.leases) != 0 {
+		t.Fatalf("lease leaked: %v", ht.leases)
+	}
+}
+
+func TestNewLeaseHolderLooksAgainBeforeQuerying(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 2, ht, Options{})
+	g := newGate()
+	f[0].c.gate.Store(g)
+	f[0].c.n.Store(41)
+	done := make(chan int64)
+	go func() { done <- readN(t, f[0].db, ttlQuery, 1) }()
+	waitFor(t, "A's lease", func() bool { return f[0].s.Stats().LeasesAcquired == 1 })
+	hook := func() {
+		close(g.ch)
+		waitFor(t, "A stored+released", func() bool {
+			ht.mu.Lock()
+			defer ht.mu.Unlock()
+			return f[0].s.Stats().SharedWrites == 1 && len(ht.leases) == 0
+		})
+	}
+	ht.onAcquire.Store(&hook)
+	n := readN(t, f[1].db, ttlQuery, 1)
+	<-done
+	if q := f[1].c.d.queries.Load(); q != 0 {
+		t.Fatalf("B queried its database (%d) though A's value was in L2; got %d", q, n)
+	}
+}
+
+func TestFlushKeepsWritesThatFailedMeanwhile(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 2, ht, Options{})
+	A, B := f[0], f[1]
+	ht.fail.Store(true)
+	for i := range 4 {
+		readN(t, A.db, ttlQuery, 100+i) // failures take A's tier down
+	}
+	if A.s.Stats().SharedState != "down" {
+		t.Fatal("not down")
+	}
+	if _, err := A.db.Exec("UPDATE items SET n = n + 1 WHERE id = 1"); err != nil { // W1: pending
+		t.Fatal(err)
+	}
+	ht.fail.Store(false)
+	ht.clock.Add(time.Second)
+	hook := func() {
+		// The flush's Publish landed; before its answer, B fills L2 and A writes again (W2).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			readShared(t, B, ttlQuery, 1)
+			if _, err := A.db.Exec("UPDATE items SET n = n + 1 WHERE id = 1"); err != nil {
+				t.Error(err)
+			}
+		}()
+		<-done
+	}
+	ht.afterPublish.Store(&hook)
+	readN(t, A.db, ttlQuery, 7) // probe: flushes W1
+	before := A.c.d.queries.Load()
+	n := readN(t, A.db, ttlQuery, 1)
+	if A.c.d.queries.Load() == before {
+		t.Fatalf("A served B's pre-W2 value %d after its own write W2 (W2's invalidation was lost)", n)
+	}
+}
+
+type hangTier struct {
+	*memTier
+	hang atomic.Bool
+}
+
+func (h *hangTier) Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return SharedValue{}, ctx.Err()
+	}
+	return h.memTier.Fetch(ctx, ns, key, tables)
+}
+
+func TestHungTierFailsNoCaller(t *testing.T) {
+	ht := &hangTier{memTier: newMemTier(newFakeClock())}
+	opts := Options{Clock: ht.clock}
+	c := newCounting()
+	db, s := openFake(t, c.d, opts, Shared(ht))
+	t.Cleanup(func() { _ = s.Close() })
+	ht.hang.Store(true)
+	fails := 0
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		var n int64
+		if err := db.QueryRowContext(ctx, ttlQuery, i).Scan(&n); err != nil {
+			fails++
+		}
+		cancel()
+	}
+	if fails > 0 {
+		t.Fatalf("%d callers failed because the tier hung", fails)
+	}
+	// Callers without a deadline wait out RedisTimeout: the tier goes down.
+	for i := range tierFailures {
+		readN(t, db, ttlQuery, 100+i)
+	}
+	if st := s.Stats(); st.SharedState != "down" || st.SharedErrors < tierFailures {
+		t.Fatalf("a hung tier was not taken down: %+v", st)
+	}
+}
+
+func TestLoserLeavesTimeToQuery(t *testing.T) {
+	ht := &hookTier{memTier: newMemTier(newFakeClock())}
+	f := hookFleet(t, 1, ht, Options{})
+	ht.heldElsewhere.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var n int64
+	if err := f[0].db.QueryRowContext(ctx, ttlQuery, 1).Scan(&n); err != nil {
+		t.Fatalf("a loser whose holder never writes failed instead of querying: %v", err)
+	}
+	if st := f[0].s.Stats(); st.LeaseWaitExpired != 1 || f[0].c.d.queries.Load() != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestConnectorsShareOnlyUnderTheirOwnName(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	s := New(Options{Clock: tier.clock}, Shared(tier))
+	t.Cleanup(func() { _ = s.Close() })
+	open := func(base int64, name string, plain bool) (*sql.DB, *counting) {
+		c := newCounting()
+		c.n.Store(base)
+		var db *sql.DB
+		if plain {
+			db = sql.OpenDB(s.Connector(dsnConnector{drv: c.d, dsn: "x"}))
+		} else {
+			db = sql.OpenDB(s.SharedConnector(dsnConnector{drv: c.d, dsn: "x"}, name))
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db, c
+	}
+	db1, _ := open(0, "tenant1/app", false)
+	db2, _ := open(1000, "tenant2/app", false)
+	db3, c3 := open(2000, "tenant1/app", false)
+	db4, _ := open(3000, "", true)
+	w := s.Stats().SharedWrites
+	readN(t, db1, ttlQuery, 1)
+	waitFor(t, "L2 write", func() bool { return s.Stats().SharedWrites > w })
+	if n := readN(t, db2, ttlQuery, 1); n != 1001 {
+		t.Fatalf("a connector of another name got connector 1's row %d", n)
+	}
+	if n := readN(t, db3, ttlQuery, 1); n != 1 || c3.d.queries.Load() != 0 {
+		t.Fatalf("a connector of the same name read %d", n)
+	}
+	if n := readN(t, db4, ttlQuery, 1); n != 3001 {
+		t.Fatalf("a plain connector read %d from the shared tier", n)
 	}
 }

@@ -109,46 +109,48 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 }
 
 // sharedLead is the L2 step of a flight's leader before it queries. It
-// reports true if f was answered from L2 (f is finished); otherwise rd
-// holds the lease (or the tier could not help) and the leader goes on.
+// reports true if f was answered from L2 (f is finished); otherwise the
+// leader goes on to query, holding the lease if it got it. A loser waits
+// for the holder's value at most until the policy's wait, the lease's TTL
+// (the holder may have died) or half of what is left of its context's
+// deadline (leaving it time to query), whichever comes first.
 func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store) bool {
 	ts := s.tier
-	var deadline <-chan time.Time
+	ttl := min(rd.originTimeout(s), ts.leaseTTL)
+	limit := ttl
 	if w := rd.plan.pol.Wait; w > 0 {
-		t := time.NewTimer(w)
-		defer t.Stop()
-		deadline = t.C
+		limit = min(limit, w)
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl)/2)
+	}
+	giveUp := time.NewTimer(limit)
+	defer giveUp.Stop()
 	pause := 2 * time.Millisecond
 	for waited := false; ; waited = true {
 		e, err := s.fetchShared(ctx, rd, f.seq)
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return false
 		}
 		if e != nil {
-			ts.stats.hits.Add(1)
-			s.fillFromShared(st, f, rd, e)
-			s.finish(f, e.res, nil, nil)
+			s.answerFromShared(st, f, rd, e)
 			return true
 		}
 		if !waited {
 			ts.stats.misses.Add(1)
 		}
-		ttl := min(rd.originTimeout(s), ts.leaseTTL)
-		var l Lease
-		err = ts.call(ctx, func(ctx context.Context) error {
-			var err error
-			l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
-			return err
-		})
-		if err != nil {
+		if s.acquire(ctx, rd, ttl) {
+			// The holder before may have stored and released between our
+			// look and our lease: look once more before querying.
+			if e, err := s.fetchShared(ctx, rd, f.seq); err == nil && e != nil {
+				s.releaseLease(rd)
+				s.answerFromShared(st, f, rd, e)
+				return true
+			}
 			return false
 		}
-		rd.version = l.Version
-		if l.Held {
-			ts.stats.leases.Add(1)
-			rd.lease = l
-			return false
+		if rd.version == 0 || ctx.Err() != nil {
+			return false // the tier failed
 		}
 		if !waited {
 			ts.stats.leaseWaits.Add(1)
@@ -159,7 +161,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-		case <-deadline:
+		case <-giveUp.C:
 			t.Stop()
 			ts.stats.leaseExpired.Add(1)
 			return false
@@ -168,6 +170,50 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 			return false
 		}
 	}
+}
+
+// answerFromShared finishes f with an entry read from L2.
+func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
+	s.tier.stats.hits.Add(1)
+	s.fillFromShared(st, f, rd, e)
+	s.finish(f, e.res, nil, nil)
+}
+
+// acquire tries to take rd's lease; it reports whether it did. rd.version
+// is the version the lease came with, 0 if the tier failed.
+func (s *Shield) acquire(ctx context.Context, rd *read, ttl time.Duration) bool {
+	ts := s.tier
+	var l Lease
+	if ts.call(ctx, func(ctx context.Context) error {
+		var err error
+		l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
+		return err
+	}) != nil {
+		rd.version = 0
+		return false
+	}
+	rd.version = l.Version
+	if l.Held {
+		ts.stats.leases.Add(1)
+		rd.lease = l
+	}
+	return l.Held
+}
+
+// releaseLease gives rd's lease back, if it holds one. It is best effort
+// and goes to the tier even while its breaker is open: a lease left behind
+// makes other instances wait until it expires.
+func (s *Shield) releaseLease(rd *read) {
+	if !rd.lease.Held {
+		return
+	}
+	l := rd.lease
+	rd.lease = Lease{}
+	ts := s.tier
+	ctx, cancel := context.WithTimeout(context.Background(), ts.timeout)
+	defer cancel()
+	defer func() { _ = recover() }() // a panicking tier is not the caller's problem
+	_ = ts.t.Release(ctx, ts.ns, rd.l2, l)
 }
 
 // fillFromShared puts an entry read from L2 into L1, unless a write to its
@@ -180,36 +226,35 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 	st.wait()
 }
 
-// sharedRefresh is the L2 step of a background refresh of prev: a newer
-// value in L2 is taken as the refresh; else the refresh goes on only if it
-// gets the key's lease.
+// sharedRefresh is the L2 step of a background refresh of an entry of
+// version rd.prevVersion: a newer value in L2 is taken as the refresh; else
+// the refresh goes on only if it gets the key's lease (errLeasedElsewhere:
+// another instance refreshes). A tier that fails lets it go on.
 func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
-	ts := s.tier
-	e, err := s.fetchShared(ctx, rd, f.seq)
-	if err != nil {
-		return nil, nil // the tier is of no help: refresh locally
+	newer := func() *entry {
+		e, err := s.fetchShared(ctx, rd, f.seq)
+		if err != nil || e == nil || e.version <= rd.prevVersion || e.at(s.opts.Clock.Now()) != fresh {
+			return nil
+		}
+		return e
 	}
-	if e != nil && e.version > rd.prevVersion && e.at(s.opts.Clock.Now()) == fresh {
-		ts.stats.hits.Add(1)
+	if e := newer(); e != nil {
+		s.tier.stats.hits.Add(1)
 		s.fillFromShared(st, f, rd, e)
 		return e.res, nil
 	}
-	ttl := min(rd.originTimeout(s), ts.leaseTTL)
-	var l Lease
-	err = ts.call(ctx, func(ctx context.Context) error {
-		var err error
-		l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
-		return err
-	})
-	if err != nil {
-		return nil, nil
-	}
-	rd.version = l.Version
-	if !l.Held {
+	if !s.acquire(ctx, rd, min(rd.originTimeout(s), s.tier.leaseTTL)) {
+		if rd.version == 0 {
+			return nil, nil // the tier failed: refresh locally
+		}
 		return nil, errLeasedElsewhere
 	}
-	ts.stats.leases.Add(1)
-	rd.lease = l
+	if e := newer(); e != nil { // stored between our look and our lease
+		s.releaseLease(rd)
+		s.tier.stats.hits.Add(1)
+		s.fillFromShared(st, f, rd, e)
+		return e.res, nil
+	}
 	return nil, nil
 }
 
@@ -235,11 +280,7 @@ func (s *Shield) storeShared(rd *read, e *entry) {
 			}
 		}
 	}
-	if rd.lease.Held {
-		_ = ts.call(context.Background(), func(ctx context.Context) error {
-			return ts.t.Release(ctx, ts.ns, rd.l2, rd.lease)
-		})
-	}
+	s.releaseLease(rd)
 }
 
 // originTimeout is the budget of rd's origin query.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,9 +38,14 @@ type tierState struct {
 	openUntil time.Time
 	downs     int
 	probing   bool
-	// invalidations that could not be published (pendingAll: of every table)
-	pending    map[string]struct{}
-	pendingAll bool
+	// Writes not yet known to the tier: being published (inflight) or
+	// whose publish failed (pending, by the generation of the latest such
+	// write, so that a flush forgets only what it published). "*" stands
+	// for every table.
+	inflight map[string]int
+	pending  map[string]uint64
+	gen      uint64
+	flushing atomic.Bool
 
 	stop func()
 
@@ -61,7 +69,8 @@ func newTierState(t SharedTier, o *Options, logWarn func(string, ...any)) *tierS
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	ts := &tierState{t: t, ns: o.KeyPrefix, timeout: o.RedisTimeout, leaseTTL: o.LeaseTTL,
-		source: hex.EncodeToString(id[:]), clock: o.Clock, log: logWarn, pending: map[string]struct{}{}}
+		source: hex.EncodeToString(id[:]), clock: o.Clock, log: logWarn,
+		inflight: map[string]int{}, pending: map[string]uint64{}}
 	if ts.ns == "" {
 		ts.ns = DefaultKeyPrefix
 	}
@@ -75,25 +84,44 @@ func newTierState(t SharedTier, o *Options, logWarn func(string, ...any)) *tierS
 }
 
 // call runs f on the tier, bounded by the timeout, unless the tier is down.
-func (ts *tierState) call(ctx context.Context, f func(context.Context) error) error {
+// It does not end with ctx: a call's verdict on the tier must not depend on
+// whether its caller is still there. But it takes at most half of what is
+// left of ctx's deadline, so that its caller has time to query the database
+// after it; a call cut short that way says nothing of the tier. A panic in
+// the tier is an error of the tier.
+func (ts *tierState) call(ctx context.Context, f func(context.Context) error) (err error) {
 	probe, ok := ts.allow()
 	if !ok {
 		return errTierDown
 	}
-	cctx, cancel := context.WithTimeout(ctx, ts.timeout)
-	err := f(cctx)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		// The caller left: no verdict on the tier.
-		if probe {
-			ts.mu.Lock()
-			ts.probing = false
-			ts.mu.Unlock()
+	timeout, capped := ts.timeout, false
+	if dl, ok := ctx.Deadline(); ok {
+		if half := time.Until(dl) / 2; half < timeout {
+			timeout, capped = max(half, 0), true
 		}
-		return err
 	}
-	ts.record(probe, err)
-	return err
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer func() {
+		cancel()
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sqlflight: shared tier panicked: %v", r)
+		}
+		if err != nil && capped && cctx.Err() != nil {
+			ts.abstain(probe)
+			return
+		}
+		ts.record(probe, err)
+	}()
+	return f(cctx)
+}
+
+// abstain ends a call that gives no verdict on the tier.
+func (ts *tierState) abstain(probe bool) {
+	if probe {
+		ts.mu.Lock()
+		ts.probing = false
+		ts.mu.Unlock()
+	}
 }
 
 // allow reports whether a call may go to the tier, and whether it is the
@@ -122,10 +150,11 @@ func (ts *tierState) record(probe bool, err error) {
 	if err == nil {
 		ts.failures = 0
 		if !probe {
-			pend := ts.pendingAll || len(ts.pending) > 0
+			pend := len(ts.pending) > 0
 			ts.mu.Unlock()
-			if pend {
-				_ = ts.flush() // a publish that failed earlier; the next call tries again
+			if pend && ts.flushing.CompareAndSwap(false, true) {
+				_ = ts.flush() // a publish that failed earlier; a later call tries again
+				ts.flushing.Store(false)
 			}
 			return
 		}
@@ -163,27 +192,52 @@ func (ts *tierState) record(probe bool, err error) {
 	ts.mu.Unlock()
 }
 
-// publish tells the fleet about a write, or remembers it for when the tier
-// is back. Names are table keys (see tableKey).
-func (ts *tierState) publish(tables []string, all bool) {
-	inv := Invalidation{Tables: tables, All: all, Source: ts.source}
+// begin marks a write's tables (nil: every table) as not yet known to the
+// tier, before the write's local epochs move: from then until end, reads of
+// them leave the tier alone (it may hold results older than the write that
+// it cannot yet tell apart).
+func (ts *tierState) begin(tables []string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if tables == nil {
+		ts.inflight["*"]++
+		return
+	}
+	for _, t := range tables {
+		ts.inflight[t]++
+	}
+}
+
+// publish tells the fleet about a write marked by begin, or remembers it
+// for when the tier is back, then ends the mark.
+func (ts *tierState) publish(tables []string) {
+	inv := Invalidation{Tables: tables, All: tables == nil, Source: ts.source}
 	err := ts.call(context.Background(), func(ctx context.Context) error {
 		_, err := ts.t.Publish(ctx, ts.ns, inv)
 		return err
 	})
-	if err == nil {
-		ts.stats.published.Add(1)
-		return
-	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if all || len(ts.pending)+len(tables) > maxPending {
-		ts.pendingAll = true
-		clear(ts.pending)
-		return
+	if err == nil {
+		ts.stats.published.Add(1)
+	} else {
+		ts.gen++
+		if tables == nil || len(ts.pending)+len(tables) > maxPending {
+			clear(ts.pending)
+			ts.pending["*"] = ts.gen
+		} else {
+			for _, t := range tables {
+				ts.pending[t] = ts.gen
+			}
+		}
+	}
+	if tables == nil {
+		tables = []string{"*"}
 	}
 	for _, t := range tables {
-		ts.pending[t] = struct{}{}
+		if ts.inflight[t]--; ts.inflight[t] <= 0 {
+			delete(ts.inflight, t)
+		}
 	}
 }
 
@@ -196,45 +250,47 @@ func (ts *tierState) flush() error {
 
 func (ts *tierState) flushCtx(ctx context.Context) error {
 	ts.mu.Lock()
-	all := ts.pendingAll
-	tables := make([]string, 0, len(ts.pending))
-	for t := range ts.pending {
-		tables = append(tables, t)
-	}
+	sent := maps.Clone(ts.pending)
 	ts.mu.Unlock()
-	if !all && len(tables) == 0 {
+	if len(sent) == 0 {
 		return nil
 	}
-	inv := Invalidation{Tables: tables, All: all, Source: ts.source}
-	if all {
-		inv.Tables = nil
+	inv := Invalidation{Source: ts.source}
+	if _, all := sent["*"]; all {
+		inv.All = true
+	} else {
+		for t := range sent {
+			inv.Tables = append(inv.Tables, t)
+		}
 	}
 	if _, err := ts.t.Publish(ctx, ts.ns, inv); err != nil {
 		return err
 	}
 	ts.stats.published.Add(1)
 	ts.mu.Lock()
-	if all {
-		ts.pendingAll = false
-	}
-	for _, t := range tables {
-		delete(ts.pending, t)
+	for t, g := range sent {
+		if ts.pending[t] == g { // not failed again since
+			delete(ts.pending, t)
+		}
 	}
 	ts.mu.Unlock()
 	return nil
 }
 
 // blocked reports whether a write to one of tables (to any table, when not
-// known) waits to be published: the shared tier may hold results older than
-// it that it cannot yet tell apart, so such reads leave it alone.
+// known) is not yet known to the tier.
 func (ts *tierState) blocked(tables []string, known bool) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.pendingAll || (!known && len(ts.pending) > 0) {
+	if len(ts.pending) == 0 && len(ts.inflight) == 0 {
+		return false
+	}
+	if !known || ts.pending["*"] > 0 || ts.inflight["*"] > 0 {
 		return true
 	}
 	for _, t := range tables {
-		if _, ok := ts.pending[tableKey(t)]; ok {
+		k := tableKey(t)
+		if ts.pending[k] > 0 || ts.inflight[k] > 0 {
 			return true
 		}
 	}
@@ -290,26 +346,17 @@ func (s *Shield) attachTier(t SharedTier) {
 	s.tier.stop = stop
 }
 
-// publishWrite tells the fleet about a write through s.
-func (s *Shield) publishWrite(tables []string, known bool) {
-	ts := s.tier
-	if ts == nil {
-		return
-	}
+// writeKeys returns the distinct epoch names of a write's tables (nil when
+// not known: every table).
+func writeKeys(tables []string, known bool) []string {
 	if !known {
-		ts.publish(nil, true)
-		return
+		return nil
 	}
 	keys := make([]string, 0, len(tables))
 	for _, t := range tables {
-		k := tableKey(t)
-		dup := false
-		for _, o := range keys {
-			dup = dup || o == k
-		}
-		if !dup {
+		if k := tableKey(t); !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
-	ts.publish(keys, false)
+	return keys
 }
