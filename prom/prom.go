@@ -7,6 +7,15 @@
 // Every metric carries a constant label shield (default "default"), so that
 // several Shields can be registered side by side. The collector reads
 // Shield.Stats once per scrape and keeps no state of its own.
+//
+// The metrics of the shared tier (sqlflight_shared_*, sqlflight_lease*_*,
+// sqlflight_invalidations_sent_total, sqlflight_invalidations_heard_total,
+// sqlflight_invalidation_resyncs_total and the gauge sqlflight_shared_up)
+// are exported only for a Shield that has a shared tier (Stats.SharedState
+// is not empty). A Shield without one exports none of them, rather than
+// zeros or a sqlflight_shared_up of 0 that would read as a tier that is
+// down. A Shield whose tier could not be attached (its subscription
+// failed) runs without one, and so exports none of them either.
 package prom
 
 import (
@@ -59,7 +68,9 @@ type Collector struct {
 
 	counters []counter
 	gauges   []gauge
+	shared   []counter // exported only with a shared tier
 
+	sharedUp                                      *prometheus.Desc
 	bypassed, cacheHits, breakerState             *prometheus.Desc
 	originDuration, followerWait                  *prometheus.Desc
 	policyQueries, policyHits, policyMisses       *prometheus.Desc
@@ -133,6 +144,38 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	cnt("real_connections_opened_total", "Real database connections opened.",
 		func(st *sqlflight.Stats) uint64 { return st.RealConnsOpened })
 
+	shr := func(name, help string, value func(*sqlflight.Stats) uint64) {
+		c.shared = append(c.shared, counter{desc(name, help), value})
+	}
+	shr("shared_hits_total", "Results taken from the shared tier into the in-process cache instead of querying the database.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedHits })
+	shr("shared_misses_total", "Flights that found no usable result in the shared tier.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedMisses })
+	shr("shared_writes_total", "Results written to the shared tier.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedWrites })
+	shr("shared_superseded_total", "Writes to the shared tier refused because it held a newer version.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedSuperseded })
+	shr("shared_errors_total", "Calls to the shared tier that failed or timed out.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedErrors })
+	shr("shared_decode_errors_total", "Values in the shared tier that could not be read (treated as misses).",
+		func(st *sqlflight.Stats) uint64 { return st.SharedDecodeErrors })
+	shr("shared_skipped_total", "Reads that left the shared tier alone because a write to their tables waits to be published.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedSkipped })
+	shr("shared_transitions_total", "Times the shared tier went down or came back.",
+		func(st *sqlflight.Stats) uint64 { return st.SharedTransitions })
+	shr("leases_acquired_total", "Leases this instance took to query for the fleet.",
+		func(st *sqlflight.Stats) uint64 { return st.LeasesAcquired })
+	shr("lease_waits_total", "Flights that waited for another instance's lease holder.",
+		func(st *sqlflight.Stats) uint64 { return st.LeaseWaits })
+	shr("lease_wait_expired_total", "Flights that stopped waiting for another instance's lease holder and queried themselves.",
+		func(st *sqlflight.Stats) uint64 { return st.LeaseWaitExpired })
+	shr("invalidations_sent_total", "Writes published to the other instances through the shared tier.",
+		func(st *sqlflight.Stats) uint64 { return st.InvalidationsSent })
+	shr("invalidations_heard_total", "Writes of other instances heard through the shared tier and applied here.",
+		func(st *sqlflight.Stats) uint64 { return st.InvalidationsHeard })
+	shr("invalidation_resyncs_total", "Times the invalidation subscription was made again and the in-process cache dropped everything.",
+		func(st *sqlflight.Stats) uint64 { return st.InvalidationResyncs })
+
 	gau := func(name, help string, value func(*sqlflight.Stats) int64) {
 		c.gauges = append(c.gauges, gauge{desc(name, help), value})
 	}
@@ -150,6 +193,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	c.bypassed = desc("bypassed_total", "Statements sent straight to the real connection, by reason.", "reason")
 	c.cacheHits = desc("cache_hits_total", "Cached results served, by state (fresh, stale or negative).", "state")
 	c.breakerState = desc("breaker_state", "State of the circuit breaker: 0 closed, 1 half-open, 2 open.")
+	c.sharedUp = desc("shared_up", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).")
 	c.originDuration = desc("origin_duration_seconds", "Duration of shared origin queries (query and materialization).")
 	c.followerWait = desc("follower_wait_seconds", "Time followers waited for a shared flight.")
 	c.policyQueries = desc("policy_queries_total", "Shareable reads of a policy name that reached the sharing path.", "name")
@@ -175,6 +219,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.gauges {
 		ch <- m.desc
 	}
+	for _, m := range c.shared {
+		ch <- m.desc
+	}
+	ch <- c.sharedUp
 	ch <- c.bypassed
 	ch <- c.cacheHits
 	ch <- c.breakerState
@@ -198,6 +246,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, m := range c.gauges {
 		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, float64(m.value(&st)))
+	}
+	if st.SharedState != "" { // a shared tier: see the package documentation
+		for _, m := range c.shared {
+			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(&st)))
+		}
+		if v, ok := sharedStates[st.SharedState]; ok {
+			ch <- prometheus.MustNewConstMetric(c.sharedUp, prometheus.GaugeValue, v)
+		}
 	}
 
 	reasons := make(map[string]uint64, len(BypassReasons)+1)
@@ -242,6 +298,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // breakerStates maps Stats.BreakerState to the breaker_state gauge.
 var breakerStates = map[string]float64{"closed": 0, "half-open": 1, "open": 2}
+
+// sharedStates maps Stats.SharedState to the shared_up gauge; a state not
+// listed (none without a tier, or one a later sqlflight version adds)
+// exports no gauge rather than a guess.
+var sharedStates = map[string]float64{"up": 1, "down": 0}
 
 // constHistogram turns h (per-bucket counts, the last above every bound)
 // into a Prometheus histogram (cumulative counts). The count is the sum of

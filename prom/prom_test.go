@@ -2,12 +2,18 @@ package prom_test
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -262,3 +268,255 @@ func TestTwoShields(t *testing.T) {
 }
 
 func u(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// sharedMetrics are the metrics of the shared tier, exported only for a
+// Shield that has one.
+var sharedMetrics = []string{
+	"sqlflight_shared_hits_total", "sqlflight_shared_misses_total", "sqlflight_shared_writes_total",
+	"sqlflight_shared_superseded_total", "sqlflight_shared_errors_total", "sqlflight_shared_decode_errors_total",
+	"sqlflight_shared_skipped_total", "sqlflight_shared_transitions_total",
+	"sqlflight_leases_acquired_total", "sqlflight_lease_waits_total", "sqlflight_lease_wait_expired_total",
+	"sqlflight_invalidations_sent_total", "sqlflight_invalidations_heard_total", "sqlflight_invalidation_resyncs_total",
+	"sqlflight_shared_up",
+}
+
+// memTier is an in-memory sqlflight.SharedTier; while failing is set,
+// every call fails.
+type memTier struct {
+	failing atomic.Bool
+
+	mu     sync.Mutex
+	seq    uint64
+	vals   map[string]sqlflight.SharedValue
+	leases map[string]string
+}
+
+var errTierFailing = errors.New("memTier: failing")
+
+func newMemTier() *memTier {
+	return &memTier{vals: map[string]sqlflight.SharedValue{}, leases: map[string]string{}}
+}
+
+func (m *memTier) Fetch(_ context.Context, ns, key string, tables []string) (sqlflight.SharedValue, error) {
+	if m.failing.Load() {
+		return sqlflight.SharedValue{}, errTierFailing
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.vals[ns+key]
+	v.Epochs = make([]uint64, len(tables)+1) // no write is ever published here
+	return v, nil
+}
+
+func (m *memTier) Store(_ context.Context, ns, key string, data []byte, version uint64, _ time.Duration) (bool, error) {
+	if m.failing.Load() {
+		return false, errTierFailing
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.vals[ns+key].Version >= version {
+		return false, nil
+	}
+	m.vals[ns+key] = sqlflight.SharedValue{Data: append([]byte(nil), data...), Version: version}
+	return true, nil
+}
+
+func (m *memTier) Acquire(_ context.Context, ns, key string, _ time.Duration) (sqlflight.Lease, error) {
+	if m.failing.Load() {
+		return sqlflight.Lease{}, errTierFailing
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	tok := strconv.FormatUint(m.seq, 10)
+	if _, taken := m.leases[ns+key]; taken {
+		return sqlflight.Lease{Token: tok, Version: m.seq}, nil
+	}
+	m.leases[ns+key] = tok
+	return sqlflight.Lease{Held: true, Token: tok, Version: m.seq}, nil
+}
+
+func (m *memTier) Release(_ context.Context, ns, key string, l sqlflight.Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases[ns+key] == l.Token {
+		delete(m.leases, ns+key)
+	}
+	return nil
+}
+
+func (m *memTier) Publish(context.Context, string, sqlflight.Invalidation) (uint64, error) {
+	if m.failing.Load() {
+		return 0, errTierFailing
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	return m.seq, nil
+}
+
+func (m *memTier) Subscribe(string, func(sqlflight.Invalidation)) (func(), error) {
+	return func() {}, nil
+}
+
+// newTierShield returns a Shield on a memTier.
+func newTierShield(t *testing.T) (*sqlflight.Shield, *memTier) {
+	tier := newMemTier()
+	s := sqlflight.New(sqlflight.Options{Logger: slog.New(slog.DiscardHandler)}, sqlflight.Shared(tier))
+	t.Cleanup(func() { s.Close() })
+	return s, tier
+}
+
+// driveShared runs drive's statements through a connector whose results
+// go to the shared tier, and waits for the write to the tier (it follows
+// the caller's answer).
+func driveShared(t *testing.T, s *sqlflight.Shield) *sql.DB {
+	t.Helper()
+	db := sql.OpenDB(s.SharedConnector(testDriver{}, "prom-test"))
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	for range 3 {
+		var n int
+		if err := db.QueryRowContext(ctx, "/* sqlflight: soft=1m name=product */ SELECT n FROM products WHERE id = 1").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE stock SET n = 2"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().SharedWrites == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no write to the shared tier: %+v", s.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return db
+}
+
+func TestCollectorWithoutTier(t *testing.T) {
+	s := newShield(t)
+	drive(t, s)
+	if st := s.Stats(); st.SharedState != "" {
+		t.Fatalf("SharedState %q without a tier", st.SharedState)
+	}
+	c := prom.NewCollector(s)
+	for _, name := range sharedMetrics {
+		if n := testutil.CollectAndCount(c, name); n != 0 {
+			t.Errorf("%s: %d series without a shared tier, want none", name, n)
+		}
+	}
+}
+
+func TestCollectorSharedTier(t *testing.T) {
+	s, tier := newTierShield(t)
+	db := driveShared(t, s)
+	st := s.Stats()
+	if st.SharedState != "up" || st.SharedMisses != 1 || st.LeasesAcquired != 1 || st.SharedWrites != 1 ||
+		st.InvalidationsSent != 1 {
+		t.Fatalf("the test queries did not exercise the shared tier: %+v", st)
+	}
+
+	c := prom.NewCollector(s, prom.WithShieldName("orders"))
+	var want strings.Builder
+	metric := func(name, typ, help string, v uint64) {
+		fmt.Fprintf(&want, "# HELP %s %s\n# TYPE %s %s\n%s{shield=\"orders\"} %d\n", name, help, name, typ, name, v)
+	}
+	metric("sqlflight_shared_hits_total", "counter", "Results taken from the shared tier into the in-process cache instead of querying the database.", st.SharedHits)
+	metric("sqlflight_shared_misses_total", "counter", "Flights that found no usable result in the shared tier.", st.SharedMisses)
+	metric("sqlflight_shared_writes_total", "counter", "Results written to the shared tier.", st.SharedWrites)
+	metric("sqlflight_shared_superseded_total", "counter", "Writes to the shared tier refused because it held a newer version.", st.SharedSuperseded)
+	metric("sqlflight_shared_errors_total", "counter", "Calls to the shared tier that failed or timed out.", st.SharedErrors)
+	metric("sqlflight_shared_decode_errors_total", "counter", "Values in the shared tier that could not be read (treated as misses).", st.SharedDecodeErrors)
+	metric("sqlflight_shared_skipped_total", "counter", "Reads that left the shared tier alone because a write to their tables waits to be published.", st.SharedSkipped)
+	metric("sqlflight_shared_transitions_total", "counter", "Times the shared tier went down or came back.", st.SharedTransitions)
+	metric("sqlflight_leases_acquired_total", "counter", "Leases this instance took to query for the fleet.", st.LeasesAcquired)
+	metric("sqlflight_lease_waits_total", "counter", "Flights that waited for another instance's lease holder.", st.LeaseWaits)
+	metric("sqlflight_lease_wait_expired_total", "counter", "Flights that stopped waiting for another instance's lease holder and queried themselves.", st.LeaseWaitExpired)
+	metric("sqlflight_invalidations_sent_total", "counter", "Writes published to the other instances through the shared tier.", st.InvalidationsSent)
+	metric("sqlflight_invalidations_heard_total", "counter", "Writes of other instances heard through the shared tier and applied here.", st.InvalidationsHeard)
+	metric("sqlflight_invalidation_resyncs_total", "counter", "Times the invalidation subscription was made again and the in-process cache dropped everything.", st.InvalidationResyncs)
+	metric("sqlflight_shared_up", "gauge", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).", 1)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want.String()), sharedMetrics...); err != nil {
+		t.Error(err)
+	}
+
+	// The tier fails: a few reads of distinct keys take it down, and the
+	// gauge says so.
+	tier.failing.Store(true)
+	ctx := context.Background()
+	for i := 2; s.Stats().SharedState != "down"; i++ {
+		if i > 50 {
+			t.Fatalf("the failing tier is not down: %+v", s.Stats())
+		}
+		var n int
+		q := fmt.Sprintf("/* sqlflight: soft=1m */ SELECT n FROM products WHERE id = %d", i)
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := value(t, c, "sqlflight_shared_up"); v != 0 {
+		t.Errorf("sqlflight_shared_up %v with the tier down, want 0", v)
+	}
+	st = s.Stats()
+	if v := value(t, c, "sqlflight_shared_errors_total"); v == 0 || uint64(v) != st.SharedErrors {
+		t.Errorf("sqlflight_shared_errors_total %v, Stats %d", v, st.SharedErrors)
+	}
+	if v := value(t, c, "sqlflight_shared_transitions_total"); v != 1 {
+		t.Errorf("sqlflight_shared_transitions_total %v, want 1", v)
+	}
+}
+
+// value returns the value of the one series of the counter or gauge name
+// that c exports.
+func value(t *testing.T, c prometheus.Collector, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		if len(mf.GetMetric()) != 1 {
+			t.Fatalf("%s: %d series, want 1", name, len(mf.GetMetric()))
+		}
+		m := mf.GetMetric()[0]
+		if m.GetCounter() != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	t.Fatalf("%s not exported", name)
+	return 0
+}
+
+func TestCollectorLintSharedTier(t *testing.T) {
+	s, _ := newTierShield(t)
+	driveShared(t, s)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(prom.NewCollector(s))
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+	}
+	for _, name := range sharedMetrics {
+		if !got[name] {
+			t.Errorf("%s not exported with a shared tier", name)
+		}
+	}
+}
