@@ -1,10 +1,13 @@
 package sqlflight
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -769,5 +772,100 @@ func TestConnectorsShareOnlyUnderTheirOwnName(t *testing.T) {
 	}
 	if n := readN(t, db4, ttlQuery, 1); n != 3001 {
 		t.Fatalf("a plain connector read %d from the shared tier", n)
+	}
+}
+
+// FuzzDecodeShared: whatever the tier returns, decoding it never panics,
+// and what decodes has consistent deadlines and result shapes.
+func FuzzDecodeShared(f *testing.F) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	res := &result{sets: []resultSet{{names: []string{"id", "label"}, cols: make([]column, 2),
+		vals: []driver.Value{int64(1), "a", nil, []byte("b")}, n: 2}}}
+	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: time.Millisecond}
+	good, err := encodeShared(e)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{sharedFormat})
+	f.Add(good[:len(good)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeShared(b)
+		if err != nil {
+			return
+		}
+		if e.soft.After(e.hard) || e.hard.After(e.last) {
+			t.Fatalf("deadlines out of order: %v %v %v", e.soft, e.hard, e.last)
+		}
+		for _, rs := range e.res.sets {
+			if len(rs.vals) != rs.n*len(rs.names) || len(rs.cols) != len(rs.names) {
+				t.Fatalf("inconsistent set: %d values, %d rows, %d columns", len(rs.vals), rs.n, len(rs.names))
+			}
+		}
+	})
+}
+
+func TestSharedEncodingRoundTrips(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 123, time.FixedZone("X", 3600))
+	res := &result{mask: 0x1f, sets: []resultSet{
+		{names: []string{"id", "label", "at"}, cols: []column{
+			{scanType: reflect.TypeFor[int64](), dbType: "INT8", nullable: true, nullOK: true},
+			{scanType: reflect.TypeFor[string](), dbType: "TEXT", length: 10, lengthOK: true},
+			{scanType: reflect.TypeFor[time.Time](), dbType: "TIMESTAMPTZ", precision: 6, scale: 0, precisionScaleOK: true},
+		}, vals: []driver.Value{int64(-1), "a\x00b", now, nil, "", now.UTC()}, n: 2},
+		{names: []string{"b"}, cols: []column{{scanType: reflect.TypeFor[[]byte]()}}, vals: []driver.Value{[]byte{}}, n: 1},
+	}}
+	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: 3 * time.Millisecond}
+	b, err := encodeShared(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeShared(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.filled.Equal(e.filled) || !got.soft.Equal(e.soft) || !got.hard.Equal(e.hard) || !got.last.Equal(e.last) || got.delta != e.delta {
+		t.Fatalf("deadlines: %+v", got)
+	}
+	if got.res.mask != res.mask || len(got.res.sets) != 2 {
+		t.Fatalf("%+v", got.res)
+	}
+	for i := range res.sets {
+		w, g := res.sets[i], got.res.sets[i]
+		if !reflect.DeepEqual(w.names, g.names) || !reflect.DeepEqual(w.cols, g.cols) || w.n != g.n {
+			t.Fatalf("set %d: %+v != %+v", i, g, w)
+		}
+		for j := range w.vals {
+			if wt, ok := w.vals[j].(time.Time); ok {
+				gt, ok := g.vals[j].(time.Time)
+				if !ok || !gt.Equal(wt) || gt.Location().String() != wt.Location().String() {
+					t.Fatalf("value %d: %v != %v", j, g.vals[j], wt)
+				}
+				continue
+			}
+			if !reflect.DeepEqual(w.vals[j], g.vals[j]) {
+				t.Fatalf("value %d: %#v != %#v", j, g.vals[j], w.vals[j])
+			}
+		}
+	}
+	// A byte changed anywhere is a miss.
+	for i := range b {
+		b2 := bytes.Clone(b)
+		b2[i] ^= 0x55
+		if _, err := decodeShared(b2); err == nil {
+			t.Fatalf("value with byte %d altered decoded", i)
+		}
+	}
+	// A scan type this process does not know makes the value a miss.
+	type private struct{ x int }
+	res.sets[1].cols[0].scanType = reflect.TypeFor[private]()
+	b, err = encodeShared(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanTypes.Delete(typeName(reflect.TypeFor[private]()))
+	if _, err := decodeShared(b); !errors.Is(err, errUnknownScanType) {
+		t.Fatalf("unknown scan type: %v", err)
 	}
 }

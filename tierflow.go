@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"reflect"
 	"sync"
@@ -293,11 +294,15 @@ func (rd *read) originTimeout(s *Shield) time.Duration {
 
 // L2 values: a header of their own, then the wire encoding of the result.
 //
-//	value = format (1 byte, = 1) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta) | wire
+//	value  = header | crc | wire
+//	header = format (1 byte, = 1) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta)
+//	crc    = CRC-32C of header, 4 bytes little endian (wire checksums itself)
 //
 // soft, hard and last are durations after filled, in ns; hard ≥ soft and
 // last ≥ hard.
 const sharedFormat = 1
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 func encodeShared(e *entry) ([]byte, error) {
 	w := toWire(e.res)
@@ -308,6 +313,7 @@ func encodeShared(e *entry) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(e.hard.Sub(e.filled)))
 	b = binary.AppendUvarint(b, uint64(e.last.Sub(e.filled)))
 	b = binary.AppendUvarint(b, uint64(e.delta))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32c))
 	return wire.Encode(b, w)
 }
 
@@ -317,6 +323,7 @@ func decodeShared(b []byte) (*entry, error) {
 	if len(b) == 0 || b[0] != sharedFormat {
 		return nil, errSharedFormat
 	}
+	header := b
 	b = b[1:]
 	filled, n := binary.Varint(b)
 	if n <= 0 {
@@ -331,9 +338,13 @@ func decodeShared(b []byte) (*entry, error) {
 		}
 		d[i], b = v, b[n:]
 	}
-	if d[0] > d[1] || d[1] > d[2] {
+	if d[0] > d[1] || d[1] > d[2] || len(b) < 4 {
 		return nil, wire.ErrCorrupt
 	}
+	if crc32.Checksum(header[:len(header)-len(b)], crc32c) != binary.LittleEndian.Uint32(b) {
+		return nil, wire.ErrCorrupt
+	}
+	b = b[4:]
 	w, err := wire.Decode(b)
 	if err != nil {
 		return nil, err
