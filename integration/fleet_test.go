@@ -491,7 +491,7 @@ func TestFleetInvalidationAcrossProcesses(t *testing.T) {
 }
 
 // flushRedisPrefix deletes what a test left in Redis under prefix.
-func flushRedisPrefix(t *testing.T, addr, prefix string) {
+func flushRedisPrefix(t testing.TB, addr, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})

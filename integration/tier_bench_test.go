@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/redistier"
+)
+
+// BenchmarkSharedHit reads a result that another instance put in the shared
+// tier, through an instance whose L1 admits nothing: every read is a Redis
+// round trip, a decode and a replay. (An L1 hit is BenchmarkCachedHit.)
+func BenchmarkSharedHit(b *testing.B) {
+	dsn := postgresDSN(b)
+	addr := redisAddr(b)
+	admin := openRaw(b, dsn)
+	table := benchTable(b, admin)
+	prefix := "sqlflight-bench:" + uniqueID(b) + ":"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() {
+		flushRedisPrefix(b, addr, prefix)
+		_ = rdb.Close()
+	})
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := func(o sqlflight.Options) (*sql.DB, *sqlflight.Shield) {
+		o.KeyPrefix = prefix
+		s := sqlflight.New(o, sqlflight.Shared(redistier.New(rdb)))
+		db := sql.OpenDB(s.SharedConnector(stdlib.GetConnector(*cfg), "bench"))
+		b.Cleanup(func() {
+			_ = db.Close()
+			_ = s.Close()
+		})
+		return db, s
+	}
+	filler, _ := open(sqlflight.Options{})
+	reader, rs := open(sqlflight.Options{MaxBytes: 1, NegMaxBytes: 1}) // L1 keeps nothing
+
+	var dest struct {
+		id, v int64
+		label string
+	}
+	read := func(b *testing.B, db *sql.DB, query string, n int) {
+		rows, err := db.QueryContext(context.Background(), query, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for rows.Next() {
+			if err := rows.Scan(&dest.id, &dest.v, &dest.label); err != nil {
+				b.Fatal(err)
+			}
+			got++
+		}
+		if err := rows.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if got != n {
+			b.Fatalf("%d rows, want %d", got, n)
+		}
+	}
+	for _, n := range []int{1, 25} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			query := fmt.Sprintf(`/* sqlflight: ttl=1h */ SELECT id, v, label FROM %s WHERE id <= $1 ORDER BY id`, table)
+			read(b, filler, query, n)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				read(b, reader, query, n)
+				if rs.Stats().SharedHits > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatal("the value never reached the shared tier")
+				}
+			}
+			before := rs.Stats()
+			b.ReportAllocs()
+			for b.Loop() {
+				read(b, reader, query, n)
+			}
+			b.StopTimer()
+			st := rs.Stats()
+			if st.OriginExecutions != before.OriginExecutions || st.SharedHits-before.SharedHits < uint64(b.N) {
+				b.Fatalf("not every read was a shared hit: %d origin executions, %d shared hits for %d reads",
+					st.OriginExecutions-before.OriginExecutions, st.SharedHits-before.SharedHits, b.N)
+			}
+		})
+	}
+}
