@@ -177,7 +177,10 @@ func (st *store) wait() {
 // *sql.DB.
 func (s *Shield) Close() error {
 	if ts := s.tier; ts != nil && ts.stop != nil {
-		ts.stop() // stops hearing other instances (idempotent); the tier itself is the caller's
+		ts.stop() // stops hearing other instances (idempotent)
+	}
+	if s.tierRelease != nil {
+		s.tierRelease() // a tier opened from a DSN closes with its last Shield; others are the caller's
 	}
 	st := &s.store
 	st.mu.Lock()

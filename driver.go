@@ -154,20 +154,23 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	if len(params) > 0 {
 		o := d.s.opts
 		tier := d.s.tierImpl
-		if target, ok := params["shared"]; ok {
-			delete(params, "shared")
-			if tier, err = openTier(target); err != nil {
-				return nil, fmt.Errorf("%w: %sshared=%s: %v", ErrBadDSN, dsnPrefix, target, err)
-			}
-		}
+		target, shared := params["shared"]
+		delete(params, "shared")
 		if err := applyDSN(&o, params); err != nil {
 			return nil, err
 		}
-		var opts []Option = []Option{o}
+		var release func()
+		if shared {
+			if tier, release, err = openTier(target); err != nil {
+				return nil, fmt.Errorf("%w: %sshared=%s: %v", ErrBadDSN, dsnPrefix, redactURL(target), err)
+			}
+		}
+		opts := []Option{o}
 		if tier != nil {
 			opts = append(opts, Shared(tier))
 		}
 		e.s = New(opts...)
+		e.s.tierRelease = release // Close gives the DSN's tier back
 		own := &wrappedDriver{s: e.s, parent: d.parent, scopes: make(map[string]*dsnScope)}
 		e.drv = own
 		if dc, ok := self.(*wrappedDriverContext); ok {

@@ -110,3 +110,13 @@ func positiveInt(v string) (int, error) {
 	}
 	return n, err
 }
+
+// redactURL hides the password of a URL for error messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return u.Redacted()
+		}
+	}
+	return s
+}

@@ -152,8 +152,9 @@ type Shield struct {
 	tooLarge expiringSet // keys whose results were too large to share
 	warned   expiringSet // fingerprints already warned about
 
-	tierImpl SharedTier // given by Shared
-	tier     *tierState // nil without a shared tier
+	tierImpl    SharedTier // given by Shared
+	tier        *tierState // nil without a shared tier
+	tierRelease func()     // gives back a tier opened from a DSN, or nil
 }
 
 // New returns a Shield configured by opts (later options win).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"sync"
@@ -114,7 +115,13 @@ type TierOpener func(target string) (SharedTier, error)
 var tierOpeners struct {
 	sync.Mutex
 	m    map[string]TierOpener
-	open map[string]SharedTier // one tier per target, reused by every DSN naming it
+	open map[string]*openedTier // by target: one tier per target, shared by every DSN naming it
+}
+
+// openedTier is a tier opened from a DSN, with the Shields using it.
+type openedTier struct {
+	t    SharedTier
+	refs int
 }
 
 // RegisterTier makes a shared tier available to the sqlflight.shared DSN
@@ -125,7 +132,7 @@ func RegisterTier(scheme string, open TierOpener) {
 	defer tierOpeners.Unlock()
 	if tierOpeners.m == nil {
 		tierOpeners.m = map[string]TierOpener{}
-		tierOpeners.open = map[string]SharedTier{}
+		tierOpeners.open = map[string]*openedTier{}
 	}
 	if _, dup := tierOpeners.m[scheme]; dup {
 		panic("sqlflight: RegisterTier called twice for scheme " + scheme)
@@ -133,32 +140,51 @@ func RegisterTier(scheme string, open TierOpener) {
 	tierOpeners.m[scheme] = open
 }
 
-// openTier returns the shared tier a DSN names, opening it on first use.
-func openTier(target string) (SharedTier, error) {
+// openTier returns the shared tier a DSN names, opening it on first use,
+// and the function that gives it back: the last Shield to give a tier back
+// closes it (if it is an io.Closer).
+func openTier(target string) (SharedTier, func(), error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("not a URL (want e.g. redis://host:6379/0)")
+		return nil, nil, fmt.Errorf("not a URL (want e.g. redis://host:6379/0)")
 	}
 	tierOpeners.Lock()
 	defer tierOpeners.Unlock()
-	if t := tierOpeners.open[target]; t != nil {
-		return t, nil
-	}
-	open := tierOpeners.m[u.Scheme]
-	if open == nil {
-		var known []string
-		for k := range tierOpeners.m {
-			known = append(known, k)
+	ot := tierOpeners.open[target]
+	if ot == nil {
+		open := tierOpeners.m[u.Scheme]
+		if open == nil {
+			var known []string
+			for k := range tierOpeners.m {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return nil, nil, fmt.Errorf("no shared tier registered for scheme %q (registered: %v; import github.com/sqlflight/sqlflight/redistier for redis)", u.Scheme, known)
 		}
-		sort.Strings(known)
-		return nil, fmt.Errorf("no shared tier registered for scheme %q (registered: %v; import github.com/sqlflight/sqlflight/redistier for redis)", u.Scheme, known)
+		t, err := open(target)
+		if err != nil {
+			return nil, nil, err
+		}
+		ot = &openedTier{t: t}
+		tierOpeners.open[target] = ot
 	}
-	t, err := open(target)
-	if err != nil {
-		return nil, err
+	ot.refs++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			tierOpeners.Lock()
+			ot.refs--
+			last := ot.refs == 0
+			if last {
+				delete(tierOpeners.open, target)
+			}
+			tierOpeners.Unlock()
+			if c, ok := ot.t.(io.Closer); ok && last {
+				_ = c.Close()
+			}
+		})
 	}
-	tierOpeners.open[target] = t
-	return t, nil
+	return ot.t, release, nil
 }
 
 // errTierDown is what tier calls return while the tier's breaker is open.

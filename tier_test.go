@@ -869,3 +869,65 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		t.Fatalf("unknown scan type: %v", err)
 	}
 }
+
+// closingTier is a memTier that counts its Closes.
+type closingTier struct {
+	*memTier
+	closed atomic.Int32
+}
+
+func (c *closingTier) Close() error { c.closed.Add(1); return nil }
+
+var opened []*closingTier
+
+func init() {
+	RegisterTier("memtest", func(string) (SharedTier, error) {
+		t := &closingTier{memTier: newMemTier(newFakeClock())}
+		opened = append(opened, t)
+		return t, nil
+	})
+}
+
+func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
+	opened = nil
+	s := New()
+	d := s.Wrap(&fakeDriver{})
+	openShield := func(dsn string) *Shield {
+		c, err := d.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		e, err := d.(*wrappedDriver).scopeFor(dsn, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.s
+	}
+	a := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:")
+	b := openShield("db=2 sqlflight.shared=memtest://x")
+	if len(opened) != 1 || a.tierImpl != b.tierImpl {
+		t.Fatalf("%d tiers opened for one target", len(opened))
+	}
+	_ = a.Close()
+	if opened[0].closed.Load() != 0 {
+		t.Fatal("closed while a Shield still uses it")
+	}
+	_ = b.Close()
+	_ = b.Close()
+	if opened[0].closed.Load() != 1 {
+		t.Fatalf("closed %d times, want once after the last Shield", opened[0].closed.Load())
+	}
+	// A DSN opened again gets a new one.
+	if c := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:"); c.tierImpl == a.tierImpl || len(opened) != 2 {
+		t.Fatal("a closed tier was reused")
+	}
+	// A bad parameter opens no tier; an unknown scheme names the import.
+	if _, err := d.Open("db=3 sqlflight.shared=memtest://y sqlflight.redis_timeout=soon"); !errors.Is(err, ErrBadDSN) || len(opened) != 2 {
+		t.Fatalf("%v, %d tiers", err, len(opened))
+	}
+	if _, err := d.Open("db=4 sqlflight.shared=redis://u:secret@h:1/0"); !errors.Is(err, ErrBadDSN) ||
+		!strings.Contains(err.Error(), "redistier") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("%v", err)
+	}
+}

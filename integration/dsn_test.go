@@ -86,16 +86,10 @@ func openErr(t *testing.T, dsn string) error {
 	return db.PingContext(testContext(t, time.Minute))
 }
 
-// redisTarget is the sqlflight.shared URL of the Redis server at addr.
-//
-// It asks for RESP2 (protocol=2) for want of a way to close the tier: a
-// tier opened from a DSN is cached for the life of the process and never
-// closed (tier.go, openTier), and under RESP3 every go-redis client runs a
-// goroutine until it is closed (maintnotifications'
-// CircuitBreakerManager.cleanupLoop), which goleak in TestMain reports.
-// Under RESP2 the client starts none. Drop protocol=2 once the core closes
-// the tiers it opens from DSNs.
-func redisTarget(addr string) string { return "redis://" + addr + "/0?protocol=2" }
+// redisTarget is the sqlflight.shared URL of the Redis server at addr. The
+// tier it opens is closed when the last Shield using it is (goleak in
+// TestMain checks that the client's goroutines are gone).
+func redisTarget(addr string) string { return "redis://" + addr + "/0" }
 
 // sharedParams are the DSN parameters of a shared tier at target under
 // prefix, followed by kv.

@@ -37,6 +37,7 @@ type subscription struct {
 	ctx    context.Context // canceled by stop
 	cancel context.CancelFunc
 	ready  chan struct{} // closed on the first confirmation
+	failed chan struct{} // closed on the first error before it
 	done   chan struct{} // closed when run returns
 
 	mu      sync.Mutex
@@ -54,12 +55,14 @@ func newSubscription(client redis.UniversalClient, channel string, fn func(sqlfl
 		ctx:     ctx,
 		cancel:  cancel,
 		ready:   make(chan struct{}),
+		failed:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 }
 
 // start runs the subscription and waits, at most subscribeWait, for Redis to
-// confirm it.
+// confirm it; it returns at once if Redis cannot be reached (the
+// subscription goes on trying, and reports a Resync when it gets through).
 func (s *subscription) start() {
 	s.mu.Lock()
 	if s.stopped {
@@ -74,6 +77,7 @@ func (s *subscription) start() {
 	defer timer.Stop()
 	select {
 	case <-s.ready:
+	case <-s.failed:
 	case <-s.done:
 	case <-timer.C:
 	}
@@ -124,6 +128,7 @@ func (s *subscription) run() {
 	}
 	var (
 		confirmed bool // the first confirmation came
+		failed    bool // an error came before it
 		resync    bool // messages may have been lost: tell fn first
 		pinged    bool // a health-check ping is unanswered
 		backoff   = minBackoff
@@ -143,6 +148,10 @@ func (s *subscription) run() {
 			}
 			resync = true
 			pinged = false
+			if !confirmed && !failed {
+				failed = true
+				close(s.failed)
+			}
 			if isTimeout(err) {
 				// No pong: the connection is dead without being closed.
 				if ps, ok = s.subscribe(); !ok {
