@@ -11,15 +11,18 @@ import (
 // outside a transaction: the scanner's view, the effective policy, and
 // whether it would be shared and cached, with the reason when not.
 type Explanation struct {
-	SQL         string   `json:"sql"`
-	Normalized  string   `json:"normalized"`
-	Fingerprint string   `json:"fingerprint"`
-	Kind        string   `json:"kind"`
-	Statements  int      `json:"statements"`
-	ReadOnly    bool     `json:"read_only"`
-	Verdict     string   `json:"verdict"` // "shareable", "in-flight-only", "opt-in" or "never"
-	Shared      bool     `json:"shared"`
-	Cached      bool     `json:"cached"`
+	SQL         string `json:"sql"`
+	Normalized  string `json:"normalized"`
+	Fingerprint string `json:"fingerprint"`
+	Kind        string `json:"kind"`
+	Statements  int    `json:"statements"`
+	ReadOnly    bool   `json:"read_only"`
+	Verdict     string `json:"verdict"` // "shareable", "in-flight-only", "opt-in" or "never"
+	Shared      bool   `json:"shared"`
+	Cached      bool   `json:"cached"`
+	// Fleet tells whether, with a shared tier, the result would be shared
+	// across instances too (cached, with the tables it reads known).
+	Fleet       bool     `json:"fleet"`
 	Reason      string   `json:"reason,omitempty"` // why not shared, or not cached
 	Tables      []string `json:"tables"`
 	Writes      []string `json:"writes"`
@@ -60,6 +63,7 @@ func (s *Shield) Explain(ctx context.Context, query string) Explanation {
 	default:
 		x.Shared = true
 		x.Cached = p.cache
+		x.Fleet = p.cache && (r.TablesKnown || p.pol.Tables != nil)
 		x.Reason = ""
 		if !p.cache {
 			x.Reason = noCacheReason(p, r)

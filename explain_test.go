@@ -29,7 +29,16 @@ func TestExplain(t *testing.T) {
 		}
 	}
 	x := s.Explain(WithTTL(context.Background(), time.Minute, time.Hour), "SELECT a FROM t")
-	if !x.Cached || x.Policy.Hard != time.Hour || x.Tables[0] != "t" || x.Fingerprint == "" {
+	if !x.Cached || x.Policy.Hard != time.Hour || x.Tables[0] != "t" || x.Fingerprint == "" || !x.Fleet {
 		t.Errorf("%+v", x)
+	}
+	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m */ SELECT my_fn()"); !x.Cached || x.Fleet {
+		t.Errorf("unknown tables, yet fleet-wide: %+v", x)
+	}
+	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m tables=a */ SELECT my_fn()"); !x.Fleet {
+		t.Errorf("tables named, yet not fleet-wide: %+v", x)
+	}
+	if x := s.Explain(context.Background(), "SELECT a FROM t"); x.Fleet {
+		t.Errorf("uncached, yet fleet-wide: %+v", x)
 	}
 }

@@ -98,6 +98,12 @@ func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 	default:
 		line("cached", "no: %s", strings.TrimPrefix(orUnknown(x.Reason), "not cached: "))
 	}
+	switch {
+	case x.Fleet:
+		line("fleet", "yes: with a shared tier, one query for every instance")
+	case x.Cached:
+		line("fleet", "no: its tables are not known (name them with tables=)")
+	}
 	if x.Error != "" {
 		line("error", "%s", x.Error)
 	}
