@@ -226,7 +226,10 @@ type fleetSetup struct {
 	nodes          []*fleetNode
 }
 
-func newFleet(t *testing.T, n int) *fleetSetup {
+// newFleet starts n nodes whose calls to Redis time out after redisTimeout
+// (generous in tests that count executions: a loaded CI machine must not
+// turn a slow reply into a second query).
+func newFleet(t *testing.T, n int, redisTimeout time.Duration) *fleetSetup {
 	t.Helper()
 	dsn := postgresDSN(t)
 	raddr := redisAddr(t)
@@ -255,7 +258,7 @@ $fn$`, f.fn, f.seq),
 	ndsn := withDSNParams(t, dsn,
 		"sqlflight.shared", "redis://"+f.proxy.addr+"/0",
 		"sqlflight.key_prefix", prefix,
-		"sqlflight.redis_timeout", "100ms",
+		"sqlflight.redis_timeout", redisTimeout.String(),
 		"application_name", "sqlflight_fleet")
 	f.nodes = startFleet(t, n, ndsn)
 	// A running fleet is warm: each node's connection to Redis is open and
@@ -301,7 +304,7 @@ func (f *fleetSetup) awaitTierUp(t *testing.T) {
 }
 
 func TestFleetColdHerdOneExecution(t *testing.T) {
-	f := newFleet(t, 8)
+	f := newFleet(t, 8, time.Second)
 	q := f.slowQuery("soft=30s hard=1m")
 	before := all(t, f.nodes, map[string]any{"op": "stats"})
 	out := f.herd(t, 125, q, 1)
@@ -333,7 +336,7 @@ func TestFleetColdHerdOneExecution(t *testing.T) {
 }
 
 func TestFleetExpiryHerd(t *testing.T) {
-	f := newFleet(t, 8)
+	f := newFleet(t, 8, time.Second)
 	const soft = 300 * time.Millisecond
 	const run = 3 * time.Second
 	q := f.slowQuery("soft=300ms hard=1m jitter=0% beta=0")
@@ -370,7 +373,7 @@ func TestFleetExpiryHerd(t *testing.T) {
 }
 
 func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
-	f := newFleet(t, 8)
+	f := newFleet(t, 8, 250*time.Millisecond)
 	const soft = 200 * time.Millisecond
 	q := f.slowQuery("soft=200ms hard=1m jitter=0% beta=0")
 	f.herd(t, 10, q, 3)
@@ -423,7 +426,7 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 }
 
 func TestFleetSlowRedisIsNotTheCallersProblem(t *testing.T) {
-	f := newFleet(t, 2)
+	f := newFleet(t, 2, 100*time.Millisecond)
 	q := f.slowQuery("soft=200ms hard=1m jitter=0% beta=0")
 	f.herd(t, 10, q, 5)
 	f.proxy.SetLatency(400 * time.Millisecond) // past the 100 ms RedisTimeout
@@ -444,7 +447,7 @@ func TestFleetSlowRedisIsNotTheCallersProblem(t *testing.T) {
 }
 
 func TestFleetInvalidationAcrossProcesses(t *testing.T) {
-	f := newFleet(t, 2)
+	f := newFleet(t, 2, time.Second)
 	a, b := f.nodes[0], f.nodes[1]
 	q := fmt.Sprintf(`/* sqlflight: soft=1m hard=5m */ SELECT label FROM %s WHERE id = $1`, f.table)
 	read := func(nd *fleetNode) string {
@@ -513,7 +516,7 @@ func flushRedisPrefix(t testing.TB, addr, prefix string) {
 }
 
 func TestFleetWriteDuringRedisCutReachesOthers(t *testing.T) {
-	f := newFleet(t, 2)
+	f := newFleet(t, 2, time.Second)
 	a, b := f.nodes[0], f.nodes[1]
 	q := fmt.Sprintf(`/* sqlflight: soft=1m hard=5m */ SELECT label FROM %s WHERE id = $1`, f.table)
 	read := func(nd *fleetNode) string {

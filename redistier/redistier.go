@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,12 @@ func open(target string) (sqlflight.SharedTier, error) {
 	// The Shield bounds every call with a context deadline; let it bound the
 	// socket reads and writes too.
 	opt.ContextTimeoutEnabled = true
+	// The Shield's breaker decides what a failure means; a call retried
+	// inside the client would only hide an outage until the deadline. (A
+	// URL's own max_retries parameter still wins.)
+	if !strings.Contains(target, "max_retries=") {
+		opt.MaxRetries = -1
+	}
 	t := New(redis.NewClient(opt))
 	t.ownClient = true
 	return t, nil
