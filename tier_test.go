@@ -180,7 +180,13 @@ type instance struct {
 
 func fleetOf(t *testing.T, n int, tier *memTier, opts Options) []instance {
 	t.Helper()
-	opts.Clock = tier.clock
+	return fleetOn(t, n, tier, tier.clock, opts)
+}
+
+// fleetOn is fleetOf on any tier.
+func fleetOn(t *testing.T, n int, tier SharedTier, clk *fakeClock, opts Options) []instance {
+	t.Helper()
+	opts.Clock = clk
 	var out []instance
 	for range n {
 		c := newCounting()
@@ -510,15 +516,8 @@ func (h *hookTier) Acquire(ctx context.Context, ns, key string, ttl time.Duratio
 }
 
 func hookFleet(t *testing.T, n int, ht *hookTier, opts Options) []instance {
-	opts.Clock = ht.clock
-	var out []instance
-	for range n {
-		c := newCounting()
-		db, s := openFake(t, c.d, opts, Shared(ht))
-		t.Cleanup(func() { _ = s.Close() })
-		out = append(out, instance{db: db, s: s, c: c})
-	}
-	return out
+	t.Helper()
+	return fleetOn(t, n, ht, ht.clock, opts)
 }
 
 func TestOwnWriteIsNotUndoneByTheTier(t *testing.T) {

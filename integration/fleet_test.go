@@ -267,6 +267,20 @@ $fn$`, f.fn, f.seq),
 	return f
 }
 
+// readLabel reads row 1's label through nd, cached for a minute.
+func (f *fleetSetup) readLabel(t *testing.T, nd *fleetNode) string {
+	t.Helper()
+	q := fmt.Sprintf(`/* sqlflight: soft=1m hard=5m */ SELECT label FROM %s WHERE id = $1`, f.table)
+	o := nd.do(t, map[string]any{"op": "read", "query": q, "args": []any{1}})
+	if len(o.Errors) > 0 {
+		t.Fatalf("node %d: %v", nd.i, o.Errors)
+	}
+	for k := range o.Results {
+		return k
+	}
+	return ""
+}
+
 // slowQuery is the 50 ms counted query under an annotation.
 func (f *fleetSetup) slowQuery(annotation string) string {
 	return fmt.Sprintf(`/* sqlflight: %s tables=%s */ SELECT answer, label FROM %s($1)`, annotation, f.table, f.fn)
@@ -449,17 +463,7 @@ func TestFleetSlowRedisIsNotTheCallersProblem(t *testing.T) {
 func TestFleetInvalidationAcrossProcesses(t *testing.T) {
 	f := newFleet(t, 2, time.Second)
 	a, b := f.nodes[0], f.nodes[1]
-	q := fmt.Sprintf(`/* sqlflight: soft=1m hard=5m */ SELECT label FROM %s WHERE id = $1`, f.table)
-	read := func(nd *fleetNode) string {
-		o := nd.do(t, map[string]any{"op": "read", "query": q, "args": []any{1}})
-		if len(o.Errors) > 0 {
-			t.Fatalf("node %d: %v", nd.i, o.Errors)
-		}
-		for k := range o.Results {
-			return k
-		}
-		return ""
-	}
+	read := func(nd *fleetNode) string { return f.readLabel(t, nd) }
 	if got := read(b); got != "old;" {
 		t.Fatal(got)
 	}
@@ -518,17 +522,7 @@ func flushRedisPrefix(t testing.TB, addr, prefix string) {
 func TestFleetWriteDuringRedisCutReachesOthers(t *testing.T) {
 	f := newFleet(t, 2, time.Second)
 	a, b := f.nodes[0], f.nodes[1]
-	q := fmt.Sprintf(`/* sqlflight: soft=1m hard=5m */ SELECT label FROM %s WHERE id = $1`, f.table)
-	read := func(nd *fleetNode) string {
-		o := nd.do(t, map[string]any{"op": "read", "query": q, "args": []any{1}})
-		if len(o.Errors) > 0 {
-			t.Fatalf("node %d: %v", nd.i, o.Errors)
-		}
-		for k := range o.Results {
-			return k
-		}
-		return ""
-	}
+	read := func(nd *fleetNode) string { return f.readLabel(t, nd) }
 	if read(a) != "old;" || read(b) != "old;" {
 		t.Fatal("setup")
 	}

@@ -46,29 +46,8 @@ func BenchmarkSharedHit(b *testing.B) {
 	filler, _ := open(sqlflight.Options{})
 	reader, rs := open(sqlflight.Options{MaxBytes: 1, NegMaxBytes: 1}) // L1 keeps nothing
 
-	var dest struct {
-		id, v int64
-		label string
-	}
-	read := func(b *testing.B, db *sql.DB, query string, n int) {
-		rows, err := db.QueryContext(context.Background(), query, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		got := 0
-		for rows.Next() {
-			if err := rows.Scan(&dest.id, &dest.v, &dest.label); err != nil {
-				b.Fatal(err)
-			}
-			got++
-		}
-		if err := rows.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if got != n {
-			b.Fatalf("%d rows, want %d", got, n)
-		}
-	}
+	var r benchReader
+	read := func(b *testing.B, db *sql.DB, query string, n int) { r.read(b, context.Background(), db, query, n) }
 	for _, n := range []int{1, 25} {
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			query := fmt.Sprintf(`/* sqlflight: ttl=1h */ SELECT id, v, label FROM %s WHERE id <= $1 ORDER BY id`, table)
