@@ -327,12 +327,7 @@ func TestAcquireRelease(t *testing.T) {
 func TestPublishSubscribe(t *testing.T) {
 	tier, _, ns := setup(t)
 	ctx := ctxT(t)
-	rec := newRecorder()
-	stop, err := tier.Subscribe(ns, rec.fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	rec := subscribed(t, tier, ns)
 
 	odd := []string{`plain`, `"quoted"`, "new\nline", "tab\there", `back\slash`, "ünïcødé 表", "nul\x00byte", "bad\xffutf8", "", "*"}
 	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: odd, Source: "instance-1"})
@@ -373,12 +368,7 @@ func TestPublishSubscribe(t *testing.T) {
 func TestMalformedMessageResyncs(t *testing.T) {
 	tier, c, ns := setup(t)
 	ctx := ctxT(t)
-	rec := newRecorder()
-	stop, err := tier.Subscribe(ns, rec.fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	rec := subscribed(t, tier, ns)
 	for _, msg := range []string{"garbage", "1\nsqlflight/99 all\n\"\"", "x\nsqlflight/1 all\n\"\""} {
 		if err := c.Publish(ctx, ns+"invalidate", msg).Err(); err != nil {
 			t.Fatal(err)
@@ -392,12 +382,7 @@ func TestMalformedMessageResyncs(t *testing.T) {
 func TestResyncAfterConnectionKilled(t *testing.T) {
 	tier, c, ns := setup(t)
 	ctx := ctxT(t)
-	rec := newRecorder()
-	stop, err := tier.Subscribe(ns, rec.fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	rec := subscribed(t, tier, ns)
 
 	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}})
 	if err != nil {
@@ -473,12 +458,7 @@ func TestSilentConnectionReplaced(t *testing.T) {
 	defer tier.Close()
 	pub := New(direct)
 
-	rec := newRecorder()
-	stop, err := tier.Subscribe(ns, rec.fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	rec := subscribed(t, tier, ns)
 
 	// Idle beyond the health interval: pings keep the subscription as is.
 	time.Sleep(350 * time.Millisecond)
@@ -701,4 +681,17 @@ func (p *proxy) close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// subscribed subscribes a new recorder to ns; the subscription stops when
+// the test ends.
+func subscribed(t *testing.T, tier *Tier, ns string) *recorder {
+	t.Helper()
+	rec := newRecorder()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return rec
 }
