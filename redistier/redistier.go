@@ -282,9 +282,9 @@ func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidatio
 }
 
 // Subscribe implements sqlflight.InvalidationBus. It returns once the
-// subscription is confirmed, or after subscribeWait if Redis does not answer:
-// the subscription then keeps trying in the background and reports a Resync
-// when it starts working. A connection that stays silent is checked with a
+// subscription is confirmed, at once if Redis cannot be reached, or after
+// subscribeWait if Redis does not answer: the subscription then keeps trying
+// in the background and reports a Resync when it starts working. A connection that stays silent is checked with a
 // ping and replaced if Redis does not answer. stop waits for the last call of
 // fn to return, so fn must not call it.
 func (t *Tier) Subscribe(ns string, fn func(sqlflight.Invalidation)) (stop func(), err error) {
