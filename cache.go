@@ -176,8 +176,11 @@ func (st *store) wait() {
 // the Shield keep working, uncached, after Close. Close does not close any
 // *sql.DB.
 func (s *Shield) Close() error {
-	if ts := s.tier; ts != nil && ts.stop != nil {
-		ts.stop() // stops hearing other instances (idempotent)
+	if ts := s.tier; ts != nil {
+		if ts.stop != nil {
+			ts.stop() // stops hearing other instances (idempotent)
+		}
+		ts.close()
 	}
 	if s.tierRelease != nil {
 		s.tierRelease() // a tier opened from a DSN closes with its last Shield; others are the caller's

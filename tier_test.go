@@ -684,44 +684,84 @@ func TestFlushKeepsWritesThatFailedMeanwhile(t *testing.T) {
 	}
 }
 
+// hangTier's Fetch hangs while hang is set: until its context ends, or,
+// with deaf set, for 300 ms whatever its context says (a client that
+// ignores contexts). Publish panics while panicky is set.
 type hangTier struct {
 	*memTier
-	hang atomic.Bool
+	hang, deaf, panicky atomic.Bool
 }
 
 func (h *hangTier) Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error) {
 	if h.hang.Load() {
+		if h.deaf.Load() {
+			time.Sleep(300 * time.Millisecond) // short enough for goleak's patience
+
+			return SharedValue{}, errors.New("too late")
+		}
 		<-ctx.Done()
 		return SharedValue{}, ctx.Err()
 	}
 	return h.memTier.Fetch(ctx, ns, key, tables)
 }
 
+func (h *hangTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+	if h.panicky.Load() {
+		panic("tier bug")
+	}
+	return h.memTier.Publish(ctx, ns, inv)
+}
+
 func TestHungTierFailsNoCaller(t *testing.T) {
+	for _, deaf := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deaf=%v", deaf), func(t *testing.T) {
+			ht := &hangTier{memTier: newMemTier(newFakeClock())}
+			c := newCounting()
+			db, s := openFake(t, c.d, Options{Clock: ht.clock}, Shared(ht))
+			t.Cleanup(func() { _ = s.Close() })
+			ht.hang.Store(true)
+			ht.deaf.Store(deaf)
+			// Callers whose deadline is near wait half of it, then query.
+			for i := range 5 {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+				var n int64
+				if err := db.QueryRowContext(ctx, ttlQuery, i).Scan(&n); err != nil {
+					t.Fatalf("a caller failed because the tier hung: %v", err)
+				}
+				cancel()
+			}
+			// The calls they left ran on to RedisTimeout and told the
+			// breaker: the tier goes down.
+			waitFor(t, "the tier down", func() bool { return s.Stats().SharedState == "down" })
+			// Callers without a deadline are answered too (from the database).
+			readN(t, db, ttlQuery, 100)
+			if st := s.Stats(); st.SharedErrors < tierFailures {
+				t.Fatalf("%+v", st)
+			}
+		})
+	}
+}
+
+func TestPanickingTierIsATierError(t *testing.T) {
 	ht := &hangTier{memTier: newMemTier(newFakeClock())}
-	opts := Options{Clock: ht.clock}
 	c := newCounting()
-	db, s := openFake(t, c.d, opts, Shared(ht))
+	db, s := openFake(t, c.d, Options{Clock: ht.clock}, Shared(ht))
 	t.Cleanup(func() { _ = s.Close() })
-	ht.hang.Store(true)
-	fails := 0
-	for i := range 10 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-		var n int64
-		if err := db.QueryRowContext(ctx, ttlQuery, i).Scan(&n); err != nil {
-			fails++
-		}
-		cancel()
+	ht.panicky.Store(true)
+	if _, err := db.Exec("UPDATE items SET n = 1"); err != nil {
+		t.Fatal(err)
 	}
-	if fails > 0 {
-		t.Fatalf("%d callers failed because the tier hung", fails)
+	for i := range 5 {
+		readN(t, db, ttlQuery, i) // flushes the pending write: panics, recovered
 	}
-	// Callers without a deadline wait out RedisTimeout: the tier goes down.
-	for i := range tierFailures {
-		readN(t, db, ttlQuery, 100+i)
-	}
-	if st := s.Stats(); st.SharedState != "down" || st.SharedErrors < tierFailures {
-		t.Fatalf("a hung tier was not taken down: %+v", st)
+	ht.panicky.Store(false)
+	ht.clock.Add(time.Minute)
+	waitFor(t, "the write published", func() bool {
+		readN(t, db, ttlQuery, 1)
+		return s.Stats().InvalidationsSent == 1
+	})
+	if st := s.Stats(); st.SharedState != "up" || st.SharedErrors == 0 {
+		t.Fatalf("%+v", st)
 	}
 }
 
@@ -918,7 +958,9 @@ func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
 		t.Fatalf("closed %d times, want once after the last Shield", opened[0].closed.Load())
 	}
 	// A DSN opened again gets a new one.
-	if c := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:"); c.tierImpl == a.tierImpl || len(opened) != 2 {
+	c := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:")
+	t.Cleanup(func() { _ = c.Close() })
+	if c.tierImpl == a.tierImpl || len(opened) != 2 {
 		t.Fatal("a closed tier was reused")
 	}
 	// A bad parameter opens no tier; an unknown scheme names the import.

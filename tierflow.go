@@ -125,12 +125,14 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl)/2)
 	}
-	giveUp := time.NewTimer(limit)
-	defer giveUp.Stop()
+	// Every call below is bounded by what is left of limit (each takes at
+	// most half of it), so the whole step is.
+	lctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	pause := 2 * time.Millisecond
 	for waited := false; ; waited = true {
-		e, err := s.fetchShared(ctx, rd, f.seq)
-		if err != nil || ctx.Err() != nil {
+		e, err := s.fetchShared(lctx, rd, f.seq)
+		if err != nil || lctx.Err() != nil {
 			return false
 		}
 		if e != nil {
@@ -140,18 +142,18 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		if !waited {
 			ts.stats.misses.Add(1)
 		}
-		if s.acquire(ctx, rd, ttl) {
+		if s.acquire(lctx, rd, ttl) {
 			// The holder before may have stored and released between our
 			// look and our lease: look once more before querying.
-			if e, err := s.fetchShared(ctx, rd, f.seq); err == nil && e != nil {
+			if e, err := s.fetchShared(lctx, rd, f.seq); err == nil && e != nil {
 				s.releaseLease(rd)
 				s.answerFromShared(st, f, rd, e)
 				return true
 			}
 			return false
 		}
-		if rd.version == 0 || ctx.Err() != nil {
-			return false // the tier failed
+		if rd.version == 0 || lctx.Err() != nil {
+			return false // the tier failed, or no time is left
 		}
 		if !waited {
 			ts.stats.leaseWaits.Add(1)
@@ -162,12 +164,11 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-		case <-giveUp.C:
+		case <-lctx.Done():
 			t.Stop()
-			ts.stats.leaseExpired.Add(1)
-			return false
-		case <-ctx.Done():
-			t.Stop()
+			if ctx.Err() == nil {
+				ts.stats.leaseExpired.Add(1)
+			}
 			return false
 		}
 	}

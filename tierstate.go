@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -45,7 +46,10 @@ type tierState struct {
 	inflight map[string]int
 	pending  map[string]uint64
 	gen      uint64
-	flushing atomic.Bool
+	flushing atomic.Bool    // a background flush runs
+	retry    *time.Timer    // the next retry of a flush, while some wait
+	closed   atomic.Bool    // the Shield was closed: no more background work
+	bg       sync.WaitGroup // background flushes
 
 	stop func()
 
@@ -63,6 +67,9 @@ const (
 	tierBackoffMin = 500 * time.Millisecond
 	tierBackoffMax = 5 * time.Second
 	maxPending     = 1024 // tables remembered for publishing; beyond, "all"
+	// flushRetryInterval is how often invalidations that could not be
+	// published are tried again.
+	flushRetryInterval = 500 * time.Millisecond
 )
 
 func newTierState(t SharedTier, o *Options, logWarn func(string, ...any)) *tierState {
@@ -83,46 +90,65 @@ func newTierState(t SharedTier, o *Options, logWarn func(string, ...any)) *tierS
 	return ts
 }
 
-// call runs f on the tier, bounded by the timeout, unless the tier is down.
-// It does not end with ctx: a call's verdict on the tier must not depend on
-// whether its caller is still there. But it takes at most half of what is
-// left of ctx's deadline, so that its caller has time to query the database
-// after it; a call cut short that way says nothing of the tier. A panic in
-// the tier is an error of the tier.
-func (ts *tierState) call(ctx context.Context, f func(context.Context) error) (err error) {
+// call runs f on the tier unless the tier is down, and returns within
+// Options.RedisTimeout even if f does not honour its context (f then goes
+// on in its goroutine and its late answer is dropped). The verdict on the
+// tier is the whole call's, whether or not its caller still waits: a caller
+// whose deadline is near waits at most half of what is left of it (then
+// gets errTierSlow, so that it has time to query the database), while the
+// call runs on to its own timeout and tells the breaker how it went. A
+// panic in the tier is an error of the tier.
+func (ts *tierState) call(ctx context.Context, f func(context.Context) error) error {
 	probe, ok := ts.allow()
 	if !ok {
 		return errTierDown
 	}
-	timeout, capped := ts.timeout, false
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ts.timeout)
+	var once sync.Once
+	verdict := func(err error) { once.Do(func() { ts.record(probe, err) }) }
+	timedOut := fmt.Errorf("%w: the shared tier did not answer within %v", context.DeadlineExceeded, ts.timeout)
+	stop := context.AfterFunc(cctx, func() { verdict(timedOut) })
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("sqlflight: shared tier panicked: %v", r)
+			}
+			if stop() { // answered before the timeout
+				verdict(err)
+			}
+			done <- err
+			cancel()
+		}()
+		err = f(cctx)
+	}()
+	var capped <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
-		if half := time.Until(dl) / 2; half < timeout {
-			timeout, capped = max(half, 0), true
+		if half := time.Until(dl) / 2; half < ts.timeout {
+			t := time.NewTimer(max(half, 0))
+			defer t.Stop()
+			capped = t.C
 		}
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer func() {
-		cancel()
-		if r := recover(); r != nil {
-			err = fmt.Errorf("sqlflight: shared tier panicked: %v", r)
+	select {
+	case err := <-done:
+		return err
+	case <-cctx.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
 		}
-		if err != nil && capped && cctx.Err() != nil {
-			ts.abstain(probe)
-			return
-		}
-		ts.record(probe, err)
-	}()
-	return f(cctx)
+		verdict(timedOut)
+		return timedOut
+	case <-capped:
+		return errTierSlow
+	}
 }
 
-// abstain ends a call that gives no verdict on the tier.
-func (ts *tierState) abstain(probe bool) {
-	if probe {
-		ts.mu.Lock()
-		ts.probing = false
-		ts.mu.Unlock()
-	}
-}
+// errTierSlow is what a call returns to a caller who could not wait for it.
+var errTierSlow = errors.New("sqlflight: the shared tier is slower than the caller's deadline allows")
 
 // allow reports whether a call may go to the tier, and whether it is the
 // probe of a tier that is down.
@@ -142,6 +168,7 @@ func (ts *tierState) allow() (probe, ok bool) {
 	return true, true
 }
 
+// record tells the breaker how a call went.
 func (ts *tierState) record(probe bool, err error) {
 	if err != nil {
 		ts.stats.errors.Add(1)
@@ -149,29 +176,24 @@ func (ts *tierState) record(probe bool, err error) {
 	ts.mu.Lock()
 	if err == nil {
 		ts.failures = 0
-		if !probe {
-			pend := len(ts.pending) > 0
-			ts.mu.Unlock()
-			if pend && ts.flushing.CompareAndSwap(false, true) {
-				_ = ts.flush() // a publish that failed earlier; a later call tries again
-				ts.flushing.Store(false)
-			}
-			return
+		pend := len(ts.pending) > 0
+		back := probe && ts.down.Load()
+		if probe {
+			ts.probing = false
 		}
-		// The probe went through: publish what waited, then serve again.
-		ts.mu.Unlock()
-		perr := ts.flush()
-		ts.mu.Lock()
-		ts.probing = false
-		if perr == nil {
+		if back {
 			ts.down.Store(false)
 			ts.downs = 0
 			ts.stats.transitions.Add(1)
-			ts.mu.Unlock()
-			ts.log("sqlflight: shared tier is back", "namespace", ts.ns)
-			return
 		}
-		err = perr
+		ts.mu.Unlock()
+		if back {
+			ts.log("sqlflight: shared tier is back", "namespace", ts.ns)
+		}
+		if pend {
+			ts.kick() // publish what waited (this process's reads of it leave the tier alone meanwhile)
+		}
+		return
 	}
 	ts.failures++
 	if probe || (!ts.down.Load() && ts.failures >= tierFailures) {
@@ -190,6 +212,58 @@ func (ts *tierState) record(probe bool, err error) {
 		}
 	}
 	ts.mu.Unlock()
+}
+
+// kick publishes the invalidations that wait, in the background, once at a
+// time.
+func (ts *tierState) kick() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.closed.Load() || !ts.flushing.CompareAndSwap(false, true) {
+		return
+	}
+	ts.bg.Add(1) // under mu, which close takes to set closed
+	go func() {
+		defer ts.bg.Done()
+		defer ts.flushing.Store(false)
+		_ = ts.call(context.Background(), ts.flushCtx)
+	}()
+}
+
+// retryLater makes sure that invalidations waiting for the tier are tried
+// again even if this process makes no other call to it: every
+// flushRetryInterval until none waits.
+func (ts *tierState) retryLater() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.retry != nil || ts.closed.Load() {
+		return
+	}
+	ts.retry = time.AfterFunc(flushRetryInterval, func() {
+		ts.mu.Lock()
+		ts.retry = nil
+		pend := len(ts.pending) > 0
+		ts.mu.Unlock()
+		if !pend || ts.closed.Load() {
+			return
+		}
+		if ts.usable() {
+			ts.kick()
+		}
+		ts.retryLater()
+	})
+}
+
+// close stops the retries; calls in flight end on their own timeouts.
+func (ts *tierState) close() {
+	ts.mu.Lock()
+	ts.closed.Store(true)
+	if ts.retry != nil {
+		ts.retry.Stop()
+		ts.retry = nil
+	}
+	ts.mu.Unlock()
+	ts.bg.Wait()
 }
 
 // begin marks a write's tables (nil: every table) as not yet known to the
@@ -216,6 +290,9 @@ func (ts *tierState) publish(tables []string) {
 		_, err := ts.t.Publish(ctx, ts.ns, inv)
 		return err
 	})
+	if err != nil {
+		defer ts.retryLater() // runs after the deferred Unlock below
+	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if err == nil {
@@ -241,13 +318,7 @@ func (ts *tierState) publish(tables []string) {
 	}
 }
 
-// flush publishes the invalidations that waited for the tier.
-func (ts *tierState) flush() error {
-	ctx, cancel := context.WithTimeout(context.Background(), ts.timeout)
-	defer cancel()
-	return ts.flushCtx(ctx)
-}
-
+// flushCtx publishes the invalidations that waited for the tier.
 func (ts *tierState) flushCtx(ctx context.Context) error {
 	ts.mu.Lock()
 	sent := maps.Clone(ts.pending)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,7 @@ type subscription struct {
 	ps      *redis.PubSub
 	started bool
 	stopped bool
+	gaveUp  atomic.Bool // start returned before the first confirmation
 }
 
 func newSubscription(client redis.UniversalClient, channel string, fn func(sqlflight.Invalidation)) *subscription {
@@ -78,19 +80,23 @@ func (s *subscription) start() {
 	select {
 	case <-s.ready:
 	case <-s.failed:
+		s.gaveUp.Store(true)
 	case <-s.done:
 	case <-timer.C:
+		// Writes published until Redis confirms may be missed: the first
+		// confirmation then comes with a Resync.
+		s.gaveUp.Store(true)
 	}
 }
 
 // stop ends the subscription and waits for its goroutine to return. It is
 // safe to call more than once, and from several goroutines.
 func (s *subscription) stop() {
+	s.cancel() // first: a dial or handshake in progress ends now
 	s.mu.Lock()
 	started := s.started
 	if !s.stopped {
 		s.stopped = true
-		s.cancel()
 		if s.ps != nil {
 			_ = s.ps.Close() // unblocks a pending receive
 		}
@@ -105,17 +111,28 @@ func (s *subscription) stop() {
 // false if the subscription is stopping.
 func (s *subscription) subscribe() (*redis.PubSub, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
+	old := s.ps
+	s.ps = nil
+	stopped := s.stopped
+	s.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	if stopped {
 		return nil, false
 	}
-	if s.ps != nil {
-		_ = s.ps.Close()
+	// Dialled outside the lock, so that stop never waits for it. An error
+	// here (Redis down) is kept by the PubSub and retried on the next
+	// receive, which dials and subscribes again.
+	ps := s.client.Subscribe(s.ctx, s.channel)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		_ = ps.Close()
+		return nil, false
 	}
-	// An error here (Redis down) is kept by the PubSub and retried on the
-	// next receive, which dials and subscribes again.
-	s.ps = s.client.Subscribe(s.ctx, s.channel)
-	return s.ps, true
+	s.ps = ps
+	return ps, true
 }
 
 func (s *subscription) run() {
@@ -179,6 +196,9 @@ func (s *subscription) run() {
 			if !confirmed {
 				confirmed = true
 				close(s.ready)
+				if s.gaveUp.Load() {
+					resync = true // Subscribe returned before this
+				}
 			} else {
 				resync = true // the connection was made again
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -694,4 +695,75 @@ func subscribed(t *testing.T, tier *Tier, ns string) *recorder {
 	}
 	t.Cleanup(stop)
 	return rec
+}
+
+// slowStartProxy is a proxy to target that holds what a client sends for
+// the first 400 ms of each connection.
+func slowStartProxy(t *testing.T, target string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			a, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = a.Close()
+				continue
+			}
+			conns = append(conns, a, b)
+			go func() { time.Sleep(400 * time.Millisecond); _, _ = io.Copy(b, a) }()
+			go func() { _, _ = io.Copy(a, b) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A Subscribe that returns before Redis confirms it reports a Resync with the
+// confirmation: writes published meanwhile were missed.
+func TestSlowSubscribeResyncs(t *testing.T) {
+	addr := redisAddr(t)
+	setTimings(t, 100*time.Millisecond, 10*time.Second)
+	direct := newClient(t, addr)
+	ns := newNS(t, direct)
+	tier := New(newClient(t, slowStartProxy(t, addr)))
+	defer tier.Close()
+	pub := New(direct)
+
+	rec := newRecorder()
+	begin := time.Now()
+	stop, err := tier.Subscribe(ns, rec.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("Subscribe took %v", d)
+	}
+	// The Shield is live now; a write elsewhere is published before Redis saw the SUBSCRIBE.
+	lost, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if _, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"u"}}); err != nil {
+		t.Fatal(err)
+	}
+	inv := rec.next(t)
+	if !inv.Resync && inv.Seq != lost {
+		t.Errorf("write %d was lost and no Resync was delivered", lost)
+	}
 }
