@@ -79,7 +79,10 @@ type Tier struct {
 }
 
 // New returns a Tier on client. The caller keeps ownership of client: Close
-// does not close it.
+// does not close it. Give the client ContextTimeoutEnabled (so that the
+// Shield's RedisTimeout bounds its socket reads, not only the Shield's
+// wait for them) and MaxRetries -1 (the Shield's breaker decides what a
+// failure means).
 func New(client redis.UniversalClient) *Tier {
 	return &Tier{client: client, subs: map[*subscription]struct{}{}}
 }
