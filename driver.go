@@ -8,8 +8,12 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -178,7 +182,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 	}
 	e.sc = e.s.newScope()
-	e.sc.shared = "dsn\x00" + stripped
+	e.sc.shared = fleetName(d.parent, stripped)
 	d.scopes[dsn] = e
 	return e, nil
 }
@@ -240,3 +244,31 @@ var _ io.Closer = (*closingConnector)(nil)
 
 // Close closes the parent connector; database/sql calls it from DB.Close.
 func (c *closingConnector) Close() error { return c.closer.Close() }
+
+// fleetName names a DSN's scope across the fleet, for the shared tier. For
+// pgx it is what the DSN resolves to — servers, database, user, session
+// parameters — with the environment pgx reads (PGHOST, PGDATABASE, …)
+// applied: two instances share results only if they reach the same
+// database as the same user with the same settings, whatever the DSN's
+// spelling, and never because two DSNs read alike in different
+// environments. For other drivers it is the DSN text.
+func fleetName(parent driver.Driver, dsn string) string {
+	if _, ok := parent.(*stdlib.Driver); ok {
+		if cfg, err := pgx.ParseConfig(dsn); err == nil {
+			// Servers in order, each once (sslmode=prefer lists one twice).
+			servers := []string{fmt.Sprintf("%s\x00%d", cfg.Host, cfg.Port)}
+			for _, fb := range cfg.Fallbacks {
+				if hp := fmt.Sprintf("%s\x00%d", fb.Host, fb.Port); !slices.Contains(servers, hp) {
+					servers = append(servers, hp)
+				}
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "pgx\x00%s\x01%s\x00%s", strings.Join(servers, "\x00"), cfg.Database, cfg.User)
+			for _, k := range slices.Sorted(maps.Keys(cfg.RuntimeParams)) {
+				fmt.Fprintf(&b, "\x00%s=%s", k, cfg.RuntimeParams[k])
+			}
+			return b.String()
+		}
+	}
+	return "dsn\x00" + dsn
+}
