@@ -14,9 +14,17 @@
 //
 //	ns+"v:"+key      a hash: field v, the version (decimal); field d, the data
 //	ns+"lease:"+key  a string: the token of the instance holding the lease
-//	ns+"seq"         the fleet sequence (INCR)
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
-//	                 field "*" for the last write to all tables
+//	                 field "*" for the last write to all tables; field "\x00seq",
+//	                 the fleet sequence; field "\x00base", where it started
+//
+// The sequence and the epochs live in one key, so that Redis evicts them
+// together, and a sequence starts from Redis's clock in microseconds when
+// that key is made: if it was evicted (under an allkeys-* maxmemory policy),
+// the new sequence starts above every version written before, and Fetch
+// takes no value whose version is not above the base — nothing written
+// before the epochs were lost can be served. (A volatile-* policy or
+// noeviction keeps the key and the values written under it.)
 //	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // Leases, Store and Publish are Lua scripts touching several of these keys at
@@ -110,21 +118,41 @@ func (t *Tier) Close() error {
 	return nil
 }
 
-// allTables is the epochs field of writes to all tables.
-const allTables = "*"
+// Fields of the epochs hash besides tables: writes to all tables, the fleet
+// sequence and where it started (no table key contains a NUL).
+const (
+	allTables = "*"
+	seqField  = "\x00seq"
+	baseField = "\x00base"
+)
+
+// nextSeq is the Lua function that advances the fleet sequence kept in the
+// epochs hash k and returns it as Redis prints it (exact, where a Lua
+// number would print as 1.7e+15). A new hash starts the sequence at Redis's
+// clock in microseconds.
+const nextSeq = `
+local function nextseq(k)
+	if redis.call('HEXISTS', k, '\0seq') == 0 then
+		local t = redis.call('TIME')
+		local base = t[1] .. string.format('%06d', tonumber(t[2]))
+		redis.call('HSET', k, '\0base', base, '\0seq', base)
+	end
+	redis.call('HINCRBY', k, '\0seq', 1)
+	return redis.call('HGET', k, '\0seq')
+end
+`
 
 func valueKey(ns, key string) string { return ns + "v:" + key }
 func leaseKey(ns, key string) string { return ns + "lease:" + key }
-func seqKey(ns string) string        { return ns + "seq" }
 func epochsKey(ns string) string     { return ns + "epochs" }
 func channel(ns string) string       { return ns + "invalidate" }
 
 // Fetch implements sqlflight.SharedStore: one pipelined round trip reads the
 // value and the epochs of tables.
 func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlflight.SharedValue, error) {
-	fields := make([]string, 0, len(tables)+1)
+	fields := make([]string, 0, len(tables)+2)
 	fields = append(fields, tables...)
-	fields = append(fields, allTables)
+	fields = append(fields, allTables, baseField)
 
 	pipe := t.client.Pipeline()
 	val := pipe.HMGet(ctx, valueKey(ns, key), "v", "d")
@@ -134,7 +162,7 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 	}
 
 	var sv sqlflight.SharedValue
-	sv.Epochs = make([]uint64, len(fields))
+	got := make([]uint64, len(fields))
 	for i, e := range eps.Val() {
 		s, ok := e.(string)
 		if !ok {
@@ -145,7 +173,12 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 			// Reading it as 0 could serve a result the write made stale.
 			return sqlflight.SharedValue{}, fmt.Errorf("redistier: epoch of %q is %q, not a sequence number", fields[i], s)
 		}
-		sv.Epochs[i] = n
+		got[i] = n
+	}
+	sv.Epochs = got[:len(fields)-1]
+	base := got[len(fields)-1]
+	if base == 0 {
+		return sv, nil // no sequence: no value can be told apart from a stale one
 	}
 
 	vd := val.Val()
@@ -158,8 +191,8 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 		return sv, nil
 	}
 	version, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return sv, nil // not a value this tier wrote: a miss
+	if err != nil || version <= base {
+		return sv, nil // not a value this tier wrote, or written before the sequence began: a miss
 	}
 	sv.Version = version
 	sv.Data = make([]byte, len(d)) // non-nil even when empty
@@ -195,11 +228,9 @@ func (t *Tier) Store(ctx context.Context, ns, key string, data []byte, version u
 }
 
 // acquireScript takes the next sequence number and tries to take the lease.
-// It returns the sequence number as Redis prints it (GET after INCR), not as
-// a Lua number, so that it stays exact.
-var acquireScript = redis.NewScript(`
-redis.call('INCR', KEYS[1])
-local seq = redis.call('GET', KEYS[1])
+// It returns the sequence number as Redis prints it, so that it stays exact.
+var acquireScript = redis.NewScript(nextSeq + `
+local seq = nextseq(KEYS[1])
 local ok = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
 if ok then
 	return {seq, 1}
@@ -211,7 +242,7 @@ return {seq, 0}
 // hex-encoded.
 func (t *Tier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (sqlflight.Lease, error) {
 	token := newToken()
-	res, err := acquireScript.Run(ctx, t.client, []string{seqKey(ns), leaseKey(ns, key)},
+	res, err := acquireScript.Run(ctx, t.client, []string{epochsKey(ns), leaseKey(ns, key)},
 		token, millis(ttl)).Slice()
 	if err != nil {
 		return sqlflight.Lease{}, err
@@ -247,14 +278,13 @@ func (t *Tier) Release(ctx context.Context, ns, key string, lease sqlflight.Leas
 // the tables written (ARGV[4:]; of all tables when ARGV[3] is "1") and
 // publishes it, followed by a newline and the encoded invalidation ARGV[2],
 // on channel ARGV[1].
-var publishScript = redis.NewScript(`
-redis.call('INCR', KEYS[1])
-local seq = redis.call('GET', KEYS[1])
+var publishScript = redis.NewScript(nextSeq + `
+local seq = nextseq(KEYS[1])
 if ARGV[3] == '1' then
-	redis.call('HSET', KEYS[2], '*', seq)
+	redis.call('HSET', KEYS[1], '*', seq)
 end
 for i = 4, #ARGV do
-	redis.call('HSET', KEYS[2], ARGV[i], seq)
+	redis.call('HSET', KEYS[1], ARGV[i], seq)
 end
 redis.call('PUBLISH', ARGV[1], seq .. '\n' .. ARGV[2])
 return seq
@@ -273,7 +303,7 @@ func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidatio
 	for _, tbl := range inv.Tables {
 		args = append(args, tbl)
 	}
-	res, err := publishScript.Run(ctx, t.client, []string{seqKey(ns), epochsKey(ns)}, args...).Result()
+	res, err := publishScript.Run(ctx, t.client, []string{epochsKey(ns)}, args...).Result()
 	if err != nil {
 		return 0, err
 	}

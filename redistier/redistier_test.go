@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,8 @@ func TestFetch(t *testing.T) {
 		t.Fatalf("miss: got %+v", sv)
 	}
 
-	if ok, err := tier.Store(ctx, ns, "k", []byte("result"), 7, time.Minute); err != nil || !ok {
+	v := version(t, tier, ns)
+	if ok, err := tier.Store(ctx, ns, "k", []byte("result"), v, time.Minute); err != nil || !ok {
 		t.Fatalf("Store = %v, %v", ok, err)
 	}
 	seqB, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"b"}})
@@ -156,7 +158,7 @@ func TestFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(sv.Data) != "result" || sv.Version != 7 || !slices.Equal(sv.Epochs, []uint64{0, seqB, seqAll}) {
+	if string(sv.Data) != "result" || sv.Version != v || !slices.Equal(sv.Epochs, []uint64{0, seqB, seqAll}) {
 		t.Fatalf("hit: got data %q version %d epochs %v; want epochs [0 %d %d]", sv.Data, sv.Version, sv.Epochs, seqB, seqAll)
 	}
 
@@ -167,11 +169,12 @@ func TestFetch(t *testing.T) {
 	}
 
 	// An empty result is a hit, not a miss.
-	if _, err := tier.Store(ctx, ns, "empty", nil, 1, time.Minute); err != nil {
+	ve := version(t, tier, ns)
+	if _, err := tier.Store(ctx, ns, "empty", nil, ve, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	sv, err = tier.Fetch(ctx, ns, "empty", nil)
-	if err != nil || sv.Data == nil || len(sv.Data) != 0 || sv.Version != 1 {
+	if err != nil || sv.Data == nil || len(sv.Data) != 0 || sv.Version != ve {
 		t.Fatalf("empty value: got %+v, %v", sv, err)
 	}
 
@@ -203,13 +206,14 @@ func TestStoreVersions(t *testing.T) {
 		}
 		return ok
 	}
-	get := func() sqlflight.SharedValue {
+	get := func() sqlflight.SharedValue { // what is stored, as is
 		t.Helper()
-		sv, err := tier.Fetch(ctx, ns, "k", nil)
+		vd, err := c.HMGet(ctx, ns+"v:k", "v", "d").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sv
+		n, _ := strconv.ParseUint(vd[0].(string), 10, 64)
+		return sqlflight.SharedValue{Data: []byte(vd[1].(string)), Version: n}
 	}
 
 	if !store("five", 5) {
@@ -530,7 +534,7 @@ func TestOpen(t *testing.T) {
 	}
 	ns := newNS(t, newClient(t, addr))
 	ctx := ctxT(t)
-	if _, err := tier.Store(ctx, ns, "k", []byte("x"), 1, time.Minute); err != nil {
+	if _, err := tier.Store(ctx, ns, "k", []byte("x"), version(t, tier, ns), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if sv, err := tier.Fetch(ctx, ns, "k", nil); err != nil || string(sv.Data) != "x" {
@@ -765,5 +769,52 @@ func TestSlowSubscribeResyncs(t *testing.T) {
 	inv := rec.next(t)
 	if !inv.Resync && inv.Seq != lost {
 		t.Errorf("write %d was lost and no Resync was delivered", lost)
+	}
+}
+
+// version returns a version of the fleet sequence, as a lease holder gets
+// one (the sequence starts when first used).
+func version(t *testing.T, tier *Tier, ns string) uint64 {
+	t.Helper()
+	l, err := tier.Acquire(ctxT(t), ns, "version", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Version
+}
+
+// Values written before the sequence and epochs were lost (evicted) are
+// never served: the new sequence starts above them.
+func TestEvictedEpochsServeNothingOlder(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	v := version(t, tier, ns)
+	if _, err := tier.Store(ctx, ns, "k", []byte("old"), v, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The write made "old" stale for readers of t; then Redis evicts the
+	// epochs (and the sequence with them).
+	if err := c.Del(ctx, ns+"epochs").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", []string{"t"}); err != nil || sv.Data != nil {
+		t.Fatalf("without epochs: %+v, %v; want a miss", sv, err)
+	}
+	time.Sleep(2 * time.Millisecond) // Redis's clock moves on
+	w := version(t, tier, ns)        // a new sequence begins
+	if w <= v {
+		t.Fatalf("new sequence %d not above the old %d", w, v)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", []string{"t"}); err != nil || sv.Data != nil {
+		t.Fatalf("a value from before the eviction was served: %+v, %v", sv, err)
+	}
+	if _, err := tier.Store(ctx, ns, "k", []byte("new"), w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", []string{"t"}); err != nil || string(sv.Data) != "new" {
+		t.Fatalf("%+v, %v", sv, err)
 	}
 }
