@@ -64,8 +64,8 @@ type tierCounters struct {
 
 const (
 	tierFailures   = 3 // failures in a row that take the tier down
-	tierBackoffMin = 500 * time.Millisecond
-	tierBackoffMax = 5 * time.Second
+	tierBackoffMin = 200 * time.Millisecond
+	tierBackoffMax = 2 * time.Second
 	maxPending     = 1024 // tables remembered for publishing; beyond, "all"
 	// flushRetryInterval is how often invalidations that could not be
 	// published are tried again.

@@ -65,11 +65,12 @@ func open(target string) (sqlflight.SharedTier, error) {
 	// The Shield bounds every call with a context deadline; let it bound the
 	// socket reads and writes too.
 	opt.ContextTimeoutEnabled = true
-	// The Shield's breaker decides what a failure means; a call retried
-	// inside the client would only hide an outage until the deadline. (A
-	// URL's own max_retries parameter still wins.)
+	// The Shield's breaker decides what a failure means: one retry (for a
+	// pooled connection that died while idle), not go-redis's three, which
+	// would hide an outage until the deadline. (A URL's own max_retries
+	// parameter still wins.)
 	if !strings.Contains(target, "max_retries=") {
-		opt.MaxRetries = -1
+		opt.MaxRetries = 1
 	}
 	t := New(redis.NewClient(opt))
 	t.ownClient = true
@@ -89,8 +90,8 @@ type Tier struct {
 // New returns a Tier on client. The caller keeps ownership of client: Close
 // does not close it. Give the client ContextTimeoutEnabled (so that the
 // Shield's RedisTimeout bounds its socket reads, not only the Shield's
-// wait for them) and MaxRetries -1 (the Shield's breaker decides what a
-// failure means).
+// wait for them) and MaxRetries 1 (a retry for a pooled connection that
+// died while idle; the Shield's breaker decides what a failure means).
 func New(client redis.UniversalClient) *Tier {
 	return &Tier{client: client, subs: map[*subscription]struct{}{}}
 }
