@@ -25,6 +25,7 @@
 // takes no value whose version is not above the base — nothing written
 // before the epochs were lost can be served. (A volatile-* policy or
 // noeviction keeps the key and the values written under it.)
+//
 //	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // Leases, Store and Publish are Lua scripts touching several of these keys at
