@@ -17,6 +17,7 @@
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
 //	                 field "*" for the last write to all tables; field "\x00seq",
 //	                 the fleet sequence; field "\x00base", where it started
+//	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // The sequence and the epochs live in one key, so that Redis evicts them
 // together, and a sequence starts from Redis's clock in microseconds when
@@ -25,8 +26,6 @@
 // takes no value whose version is not above the base — nothing written
 // before the epochs were lost can be served. (A volatile-* policy or
 // noeviction keeps the key and the values written under it.)
-//
-//	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // Leases, Store and Publish are Lua scripts touching several of these keys at
 // once. On Redis Cluster, put a hash tag in the namespace (for instance
