@@ -709,7 +709,7 @@ func (s *Shield) bump(tables []string, known bool) {
 	}
 	// The tier is told after the local epochs move; until it knows, this
 	// process's reads of those tables leave it alone.
-	keys := writeKeys(tables, known)
+	keys := epochKeys(tables, known)
 	ts.begin(keys)
 	s.epochs.bump(tables, known)
 	ts.publish(keys)

@@ -61,22 +61,13 @@ func (s *Shield) sharedKey(rd *read) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
-// tableKeys returns the epoch names of tables.
-func tableKeys(tables []string) []string {
-	out := make([]string, len(tables))
-	for i, t := range tables {
-		out[i] = tableKey(t)
-	}
-	return out
-}
-
 // fetchShared returns the L2 value of rd if it is usable now: decodable,
 // newer than every write published to its tables, and not past its hard
 // deadline. It returns the entry for L1 (not yet stored) and the value's
 // version (0 when there is no usable value).
 func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
 	ts := s.tier
-	tables := tableKeys(rd.tables)
+	tables := epochKeys(rd.tables, true)
 	var v SharedValue
 	err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -176,7 +167,6 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 
 // answerFromShared finishes f with an entry read from L2.
 func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
-	s.tier.stats.hits.Add(1)
 	s.fillFromShared(st, f, rd, e)
 	s.finish(f, e.res, nil, nil)
 }
@@ -218,9 +208,11 @@ func (s *Shield) releaseLease(rd *read) {
 	_ = ts.t.Release(ctx, ts.ns, rd.l2, l)
 }
 
-// fillFromShared puts an entry read from L2 into L1, unless a write to its
-// tables happened through this process since f started.
+// fillFromShared counts an entry read from L2 as the answer of f and puts
+// it into L1, unless a write to its tables happened through this process
+// since f started.
 func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
+	s.tier.stats.hits.Add(1)
 	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
 		return
 	}
@@ -241,7 +233,6 @@ func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *sto
 		return e
 	}
 	if e := newer(); e != nil {
-		s.tier.stats.hits.Add(1)
 		s.fillFromShared(st, f, rd, e)
 		return e.res, nil
 	}
@@ -253,7 +244,6 @@ func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *sto
 	}
 	if e := newer(); e != nil { // stored between our look and our lease
 		s.releaseLease(rd)
-		s.tier.stats.hits.Add(1)
 		s.fillFromShared(st, f, rd, e)
 		return e.res, nil
 	}

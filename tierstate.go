@@ -417,9 +417,9 @@ func (s *Shield) attachTier(t SharedTier) {
 	s.tier.stop = stop
 }
 
-// writeKeys returns the distinct epoch names of a write's tables (nil when
-// not known: every table).
-func writeKeys(tables []string, known bool) []string {
+// epochKeys returns the distinct epoch names of tables (nil when not known:
+// every table).
+func epochKeys(tables []string, known bool) []string {
 	if !known {
 		return nil
 	}

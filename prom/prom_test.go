@@ -70,6 +70,18 @@ func drive(t *testing.T, s *sqlflight.Shield) {
 	t.Helper()
 	db := s.OpenDB(testDriver{})
 	defer db.Close()
+	readAndWrite(t, db)
+	rows, err := db.QueryContext(context.Background(), "/* sqlflight: sfot=1s */ SELECT 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+}
+
+// readAndWrite runs a cached named read three times (miss, then fresh
+// hits) and a write.
+func readAndWrite(t *testing.T, db *sql.DB) {
+	t.Helper()
 	ctx := context.Background()
 	for range 3 {
 		var n int
@@ -80,11 +92,6 @@ func drive(t *testing.T, s *sqlflight.Shield) {
 	if _, err := db.ExecContext(ctx, "UPDATE stock SET n = 2"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.QueryContext(ctx, "/* sqlflight: sfot=1s */ SELECT 1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
 }
 
 func newShield(t *testing.T) *sqlflight.Shield {
@@ -374,16 +381,7 @@ func driveShared(t *testing.T, s *sqlflight.Shield) *sql.DB {
 	t.Helper()
 	db := sql.OpenDB(s.SharedConnector(testDriver{}, "prom-test"))
 	t.Cleanup(func() { db.Close() })
-	ctx := context.Background()
-	for range 3 {
-		var n int
-		if err := db.QueryRowContext(ctx, "/* sqlflight: soft=1m name=product */ SELECT n FROM products WHERE id = 1").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.ExecContext(ctx, "UPDATE stock SET n = 2"); err != nil {
-		t.Fatal(err)
-	}
+	readAndWrite(t, db)
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Stats().SharedWrites == 0 {
 		if time.Now().After(deadline) {
