@@ -57,6 +57,7 @@ type read struct {
 	c      *conn
 	query  string // the SQL text, for background refreshes
 	r      *sqlscan.Result
+	fate   *fate
 	plan   plan
 	args   []driver.NamedValue // detached from the caller
 	run    runFunc
@@ -96,18 +97,16 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 // to the tables it reads, or leads a new one whose origin query runs on c's
 // real connection, detached from ctx. Each caller gets its own cursor over
 // the shared result and may leave on its own context at any time.
-func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Result, p plan, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+	r, p := f.r, f.plan
 	key, ok := appendKey(make([]byte, 0, keySize(r.Normalized, args)), c.sc.id, r.Normalized, args)
 	if !ok {
 		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, query, r, run, args)
+		return c.pass(ctx, query, f, run, args)
 	}
 	// The key's bytes are never written again: the string may alias them.
-	rd := read{c: c, query: query, r: r, plan: p, args: args, run: run, key: unsafe.String(unsafe.SliceData(key), len(key)),
-		tables: r.Tables, known: r.TablesKnown}
-	if p.pol.Tables != nil {
-		rd.tables, rd.known = p.pol.Tables, true
-	}
+	rd := read{c: c, query: query, r: r, fate: f, plan: p, args: args, run: run,
+		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known}
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
 	}
@@ -130,15 +129,15 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	// The origin may outlive this caller, who may then reuse its arguments.
 	if rd.args, ok = detachArgs(args); !ok {
 		s.stats.bypass(bypassArgs)
-		return c.pass(ctx, query, r, run, args)
+		return c.pass(ctx, query, f, run, args)
 	}
 	if s.tooLarge.has(rd.key) {
 		s.stats.bypass(bypassTooLarge)
-		return c.pass(ctx, query, r, run, args)
+		return c.pass(ctx, query, f, run, args)
 	}
 	if p.pol.NoCoalesce {
 		s.stats.bypass(bypassPolicy)
-		return c.pass(ctx, query, r, run, args)
+		return c.pass(ctx, query, f, run, args)
 	}
 	rows, err := s.fly(ctx, &rd, st)
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedSince(old.seq, rd.tables, rd.known) &&
@@ -258,7 +257,7 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 		return nil, err
 	}
 	defer t.slot.Release(1)
-	return rd.c.pass(ctx, rd.query, rd.r, rd.run, rd.args) // it consults the breaker itself
+	return rd.c.pass(ctx, rd.query, rd.fate, rd.run, rd.args) // it consults the breaker itself
 }
 
 // joinOrLead joins the key's flight if it started after the last write to

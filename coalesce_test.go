@@ -740,16 +740,30 @@ func TestUnknownFunctionsNeedOptIn(t *testing.T) {
 	if s.Stats().Flights != 0 {
 		t.Fatal("unknown function shared without opt-in")
 	}
-	if err := db.QueryRow("/* sqlflight: coalesce */ SELECT my_counter()").Scan(&n); err != nil {
+	// A policy vouches for nothing: neither coalesce nor a TTL makes an
+	// unknown function shareable; only the statement's pure= entry does.
+	if err := db.QueryRow("/* sqlflight: coalesce ttl=1m */ SELECT my_counter()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT my_counter()", WithTTL(context.Background(), time.Minute, time.Minute)).Scan(&n); err == nil {
+		t.Fatal("a context given as an argument was accepted")
+	}
+	if err := db.QueryRowContext(WithTTL(context.Background(), time.Minute, time.Minute), "SELECT my_counter()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().Flights != 0 {
+		t.Fatal("a policy vouched for an unknown function")
+	}
+	if err := db.QueryRow("/* sqlflight: coalesce pure=my_counter */ SELECT my_counter()").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if s.Stats().Flights != 1 {
-		t.Fatal("coalesce annotation did not opt in")
+		t.Fatal("pure= did not vouch for the function")
 	}
 	if err := db.QueryRow("SELECT nextval('s')").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.QueryRow("/* sqlflight: coalesce */ SELECT nextval('s')").Scan(&n); err != nil {
+	if err := db.QueryRow("/* sqlflight: coalesce pure=nextval */ SELECT nextval('s')").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if s.Stats().Flights != 1 {

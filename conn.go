@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -21,6 +19,8 @@ type connBase interface {
 	// then on the connection bypasses sharing. It returns nil if the real
 	// connection cannot be opened.
 	Unwrap() driver.Conn
+	// virtual returns the virtual connection itself.
+	virtual() *conn
 }
 
 // conn is the virtual connection database/sql holds. It opens its real
@@ -102,6 +102,7 @@ func (c *conn) openReal(ctx context.Context) (driver.Conn, error) {
 	}
 	c.s.stats.realOpened.Add(1)
 	c.s.stats.realConns.Add(1)
+	c.sc.noteConn(rc)
 	return rc, nil
 }
 
@@ -199,6 +200,8 @@ func (c *conn) Unwrap() driver.Conn {
 	c.tainted = true
 	return rc
 }
+
+func (c *conn) virtual() *conn { return c }
 
 func (c *conn) inTx() bool { return c.tx != nil || c.sqlTx }
 
@@ -330,11 +333,12 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 // wrote, whose epochs are bumped so no caller joins an older flight.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.s.stats.queries.Add(1)
-	r := sqlscan.Scan(query)
-	if _, _, err := c.s.annotationOf(r); err != nil {
+	r := c.scan(query)
+	a, _, err := c.s.annotationOf(r)
+	if err != nil {
 		return nil, err
 	}
-	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
+	probe, err := c.admit(!r.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -343,16 +347,13 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		c.s.guard.br.record(probe, err)
 		return nil, err
 	}
-	if r.ReadOnly && len(r.Unknown) > 0 {
-		c.sc.vouch(ctx, c, r.Unknown) // learn whether it may write
-	}
 	res, err := execOn(ctx, rc, query, args)
 	c.s.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
 	c.s.stats.bypass(bypassExec)
-	c.record(r, err != nil)
+	c.record(ctx, &fate{r: r, a: a}, err != nil)
 	return res, err
 }
 
@@ -361,28 +362,27 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 // it goes straight to the real connection.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.s.stats.queries.Add(1)
-	r := sqlscan.Scan(query)
-	return c.query(ctx, query, r, args, nil)
+	return c.query(ctx, query, c.scan(query), args, nil)
 }
 
-// query routes one read: shared through the cache and flights, or passed
-// through.
+// query runs one read as route decides: shared through the cache and
+// flights, or passed through.
 func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
-	reason, p, err := c.s.route(ctx, c, r)
+	f, err := c.s.route(ctx, c, r, args)
 	if err != nil {
 		return nil, err
 	}
-	if reason == "" {
-		return c.s.share(ctx, c, query, r, p, args, run)
+	if f.reason == "" {
+		return c.s.share(ctx, c, query, f, args, run)
 	}
-	c.s.stats.bypass(reason)
-	c.s.logBypass(ctx, r, reason)
-	return c.pass(ctx, query, r, run, args)
+	c.s.stats.bypass(f.reason)
+	c.s.logBypass(ctx, r, f.reason)
+	return c.pass(ctx, query, f, run, args)
 }
 
 // pass runs a statement on the real connection and records its effects.
-func (c *conn) pass(ctx context.Context, query string, r *sqlscan.Result, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
-	probe, err := c.admit(!r.ReadOnly || c.mayWrite(r))
+func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, args []driver.NamedValue) (driver.Rows, error) {
+	probe, err := c.admit(!f.r.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -401,106 +401,17 @@ func (c *conn) pass(ctx context.Context, query string, r *sqlscan.Result, run ru
 	if err == driver.ErrSkip {
 		return nil, err
 	}
-	c.record(r, err != nil)
+	written := c.record(ctx, f, err != nil)
 	if err != nil {
 		return nil, err
 	}
 	c.openRows.Add(1)
-	return newPassRows(c, rows, r), nil
+	return newPassRows(c, rows, written), nil
 }
 
 // runFunc runs a read with args on the real connection rc; nil means
 // "send the SQL text".
 type runFunc func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error)
-
-// record applies what the statements of r did to the connection: they began
-// or ended a transaction, changed session state, or wrote tables. failed
-// says the text returned an error; its effects are then assumed to have
-// happened where that is the safe side.
-func (c *conn) record(r *sqlscan.Result, failed bool) {
-	mayWrite := c.mayWrite(r)
-	for i := range r.Statements {
-		st := &r.Statements[i]
-		switch st.Tx {
-		case sqlscan.TxBegin:
-			if !failed || len(r.Statements) > 1 {
-				c.sqlTx = true
-			}
-		case sqlscan.TxCommit:
-			c.endTx(true)
-		case sqlscan.TxRollback:
-			c.endTx(false)
-		}
-		if st.Chain && st.Tx != sqlscan.TxNone {
-			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
-		}
-		if st.Taints {
-			c.tainted = true
-		}
-		if st.ClearsTaint && !failed {
-			c.tainted = false
-		}
-		if tables, known, ok := writeTargets(r, st, mayWrite); ok {
-			if c.inTx() {
-				c.txWrites.add(tables, known)
-			} else {
-				c.s.bump(tables, known)
-			}
-		}
-	}
-	if failed && len(r.Statements) > 1 {
-		// Where a failed multi-statement text left the session is unknown.
-		c.tainted = true
-	}
-}
-
-// endTx ends the transaction's bookkeeping; a commit bumps the epochs of
-// every table written in it.
-func (c *conn) endTx(commit bool) {
-	if commit {
-		c.s.bump(c.txWrites.tables, !c.txWrites.all)
-	}
-	c.txWrites = writeSet{}
-	c.sqlTx = false
-}
-
-// mayWrite reports whether r's read-only statements may write after all: a
-// SELECT calling functions nobody vouched for may write anywhere.
-func (c *conn) mayWrite(r *sqlscan.Result) bool {
-	return len(r.Unknown) > 0 && !c.sc.vouched(r.Unknown)
-}
-
-// writeTargets reports whether st may write and which tables it changes:
-// those of a tables= annotation when there is one, else the scanner's
-// (known false: any table).
-func writeTargets(r *sqlscan.Result, st *sqlscan.Statement, mayWrite bool) (tables []string, known, ok bool) {
-	if st.ReadOnly && !mayWrite {
-		return nil, false, false
-	}
-	if r.HasAnnotation {
-		if a, err := parseAnnotationCached(r.Annotation); err == nil && a.set&setTables != 0 {
-			return a.p.Tables, true, true
-		}
-	}
-	if st.ReadOnly {
-		return nil, false, true
-	}
-	return st.Writes, st.TablesKnown, true
-}
-
-// writeSet accumulates the tables written in a transaction.
-type writeSet struct {
-	all    bool
-	tables []string
-}
-
-func (w *writeSet) add(tables []string, known bool) {
-	if !known {
-		w.all = true
-		return
-	}
-	w.tables = append(w.tables, tables...)
-}
 
 // tx wraps the parent's transaction to end the connection's bookkeeping.
 type tx struct {
@@ -574,132 +485,4 @@ func plainValues(args []driver.NamedValue) ([]driver.Value, error) {
 		vals[i] = a.Value
 	}
 	return vals, nil
-}
-
-// Reasons a statement bypasses sharing (Stats.BypassReasons).
-const (
-	bypassExec          = "exec"
-	bypassTx            = "transaction"
-	bypassSession       = "session"
-	bypassWrite         = "write"
-	bypassNotShareable  = "not shareable"
-	bypassPolicy        = "policy"
-	bypassArgs          = "arguments"
-	bypassTooLarge      = "too large"
-	bypassBusy          = "busy connection"
-	bypassBadAnnotation = "bad annotation"
-)
-
-// plan is how a shareable read goes: its policy, and whether its result
-// may be cached.
-type plan struct {
-	pol   Policy
-	cache bool
-	// onFailure, when set, hears of a failed origin (background refreshes).
-	onFailure func(error)
-}
-
-// beta is the XFetch factor of the plan's policy (default 1, off below 0).
-func (p *plan) beta() float64 {
-	switch b := p.pol.Beta; {
-	case b == 0:
-		return 1
-	case b < 0:
-		return 0
-	default:
-		return b
-	}
-}
-
-// route decides whether a read on c may share, and under which plan. A
-// non-empty reason means "pass it through"; an error (only under
-// Options.Strict) fails the statement.
-func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result) (string, plan, error) {
-	a, annotated, err := s.annotationOf(r)
-	if err != nil {
-		return "", plan{}, err
-	}
-	return s.routeWith(ctx, c, r, a, annotated)
-}
-
-// routeQuiet is route without counting or warning about the annotation
-// (for Explain).
-func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result) (string, plan, error) {
-	var a annotation
-	var err error
-	annotated := false
-	if r.HasAnnotation {
-		a, err = parseAnnotationCached(r.Annotation)
-		annotated = err == nil
-	}
-	return s.routeWith(ctx, c, r, a, annotated)
-}
-
-func (s *Shield) routeWith(ctx context.Context, c *conn, r *sqlscan.Result, a annotation, annotated bool) (string, plan, error) {
-	switch {
-	case !annotated && r.HasAnnotation:
-		return bypassBadAnnotation, plan{}, nil
-	case c.inTx():
-		return bypassTx, plan{}, nil
-	case c.tainted:
-		return bypassSession, plan{}, nil
-	case !r.ReadOnly:
-		return bypassWrite, plan{}, nil
-	case r.Verdict == sqlscan.Never:
-		return bypassNotShareable, plan{}, nil
-	case c.openRows.Load() > 0:
-		return bypassBusy, plan{}, nil
-	}
-	pol, explicit := s.basePolicy(ctx, r.Tables, r.Normalized)
-	optIn := explicit && (pol.Coalesce || pol.Soft > 0)
-	explicitTTL := false
-	if annotated {
-		pol = a.merge(pol)
-		optIn = optIn || a.set&(setCoalesce|setSoft) != 0
-		explicitTTL = a.set&setSoft != 0
-	}
-	// Time-dependent results, and those of functions the scanner cannot
-	// vouch for, are cached only under a TTL the statement itself states.
-	p := plan{pol: pol, cache: pol.Soft > 0 && !pol.NoCache && (r.Verdict == sqlscan.Shareable || explicitTTL)}
-	switch {
-	case pol.Off:
-		return bypassPolicy, p, nil
-	case pol.NoCoalesce && !p.cache:
-		return bypassPolicy, p, nil
-	case r.Verdict == sqlscan.OptIn && !optIn && !c.sc.vouch(ctx, c, r.Unknown):
-		return bypassNotShareable, p, nil
-	}
-	return "", p, nil
-}
-
-// logBypass says at debug level, once per statement and reason, why a read
-// was not shared.
-func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
-	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
-		return
-	}
-	s.log.DebugContext(ctx, "sqlflight: statement not shared",
-		"reason", reason, "scanner", r.Reason, "fingerprint", fingerprint(r.Normalized))
-}
-
-// annotationOf parses r's annotation and reports whether it has a good one.
-// A malformed one is counted and warned about once per statement; it yields
-// false, or an error wrapping ErrBadAnnotation under Options.Strict.
-func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
-	if !r.HasAnnotation {
-		return annotation{}, false, nil
-	}
-	a, err := parseAnnotationCached(r.Annotation)
-	if err == nil {
-		return a, true, nil
-	}
-	s.stats.badAnnotations.Add(1)
-	if s.opts.Strict {
-		return annotation{}, false, err
-	}
-	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
-		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
-			"error", err, "fingerprint", fingerprint(r.Normalized))
-	}
-	return annotation{}, false, nil
 }

@@ -2,6 +2,8 @@ package sqlflight
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -32,13 +34,65 @@ type Explanation struct {
 	Annotation  string   `json:"annotation,omitempty"`
 	Error       string   `json:"error,omitempty"` // a malformed annotation or unscannable text
 	Policy      Policy   `json:"policy"`
+
+	// Verified says the server's verdict is included (Server); otherwise
+	// Provisional says why the verdict is the scanner's alone.
+	Verified    bool           `json:"verified"`
+	Provisional string         `json:"provisional,omitempty"`
+	Server      *ServerVerdict `json:"server,omitempty"`
+	// What the statement may change when it runs: WritesAll, any table
+	// (DDL, triggers, rules, volatile functions, unknown targets); else
+	// the tables in WriteClosure (cascading foreign keys and inheritance
+	// included).
+	WriteClosure []string `json:"write_closure,omitempty"`
+	WritesAll    bool     `json:"writes_all,omitempty"`
 }
 
 // Explain tells how s would route query under ctx (its context policy
-// applies). Functions the scanner does not know count as unvouched: Explain
-// does not ask the database about them.
+// applies), on the scanner's word alone: the server is not asked, so the
+// verdict is provisional (Verified is false). ExplainDB asks the server.
 func (s *Shield) Explain(ctx context.Context, query string) Explanation {
-	r := sqlscan.Parse(query)
+	c := &conn{s: s, sc: &scope{}} // clean, and of no server
+	x := s.explain(ctx, c, sqlscan.Parse(query), query, false)
+	x.Provisional = "the scanner's verdict alone: the server was not asked (ExplainDB, or sqlflight explain -dsn)"
+	return x
+}
+
+// ExplainDB tells how the Shield behind db would route query on a clean
+// connection of db outside a transaction, with the server's verdict: on
+// PostgreSQL it asks the catalog what the statement really calls and reads
+// (waiting for the answer), and for a write what it may change. On other
+// parents the verdict is the scanner's alone, and Provisional says so. It
+// fails if db was not opened through sqlflight or no connection can be had.
+func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, error) {
+	s := ShieldOf(db)
+	if s == nil {
+		return Explanation{}, errors.New("sqlflight: ExplainDB: db was not opened through sqlflight")
+	}
+	dc, err := db.Conn(ctx)
+	if err != nil {
+		return Explanation{}, err
+	}
+	defer dc.Close()
+	var sc *scope
+	if err := dc.Raw(func(d any) error {
+		if b, ok := d.(connBase); ok {
+			sc = b.virtual().sc
+			return nil
+		}
+		return errors.New("sqlflight: ExplainDB: not a sqlflight connection")
+	}); err != nil {
+		return Explanation{}, err
+	}
+	c := &conn{s: s, sc: sc} // clean, outside a transaction
+	x := s.explain(ctx, c, c.scan(query), query, true)
+	if !sc.postgres {
+		x.Provisional = "text only: the parent driver is not PostgreSQL, so no catalog can confirm the scanner's verdict"
+	}
+	return x, nil
+}
+
+func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query string, ask bool) Explanation {
 	x := Explanation{
 		SQL: query, Normalized: r.Normalized, Fingerprint: fingerprint(r.Normalized), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,
@@ -50,36 +104,82 @@ func (s *Shield) Explain(ctx context.Context, query string) Explanation {
 			x.Error = err.Error()
 		}
 	}
-	// A virtual connection that is clean, and knows no function volatility.
-	c := &conn{s: s, sc: &scope{}}
-	reason, p, _ := s.routeQuiet(ctx, c, r)
-	x.Policy = p.pol
-	switch {
+	f := s.routeQuiet(ctx, c, r, ask)
+	if ask && f.v == nil && c.sc.postgres && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
+		// Not a candidate for sharing, but the verdict still says what it
+		// calls and whether it may write.
+		f.v = c.sc.verdictOf(s, r)
+	}
+	if v := f.v; v != nil && awaitVerdict(ctx, v) {
+		if v.err != nil {
+			x.Error = "the server's verdict could not be had: " + errorClass(v.err)
+		} else {
+			sv := v.sv
+			x.Verified = true
+			x.Server = &sv
+			x.Server.Volatile = v.volatileUnvouched(f.a.pure)
+			x.Tables = f.tables
+			x.TablesKnown = f.known
+		}
+	}
+	x.Policy = f.plan.pol
+	switch reason := f.reason; {
 	case reason != "":
-		x.Reason = reason + reasonDetail(reason, r)
+		x.Reason = reason + reasonDetail(reason, f)
 		if reason == bypassWrite && strings.HasPrefix(r.Reason, reason) {
 			x.Reason = r.Reason
 		}
 	default:
 		x.Shared = true
-		x.Cached = p.cache
-		x.Fleet = p.cache && (r.TablesKnown || p.pol.Tables != nil)
+		x.Cached = f.plan.cache
+		x.Fleet = f.plan.cache && f.known
 		x.Reason = ""
-		if !p.cache {
-			x.Reason = noCacheReason(p, r)
+		if !f.plan.cache {
+			x.Reason = noCacheReason(f)
 		}
+	}
+	if f.plan.pol.Tables != nil && x.Shared {
+		x.Tables, x.TablesKnown = f.plan.pol.Tables, true
+	}
+	// What it may write, for a statement that ran through this connection.
+	var all bool
+	var closure []string
+	for i := range r.Statements {
+		if w, ok := c.writeOf(ctx, &fate{r: r, a: f.a, v: f.v}, &r.Statements[i]); ok {
+			all = all || !w.known
+			closure = append(closure, w.tables...)
+		}
+	}
+	if all {
+		x.WritesAll = true
+	} else if len(closure) > 0 {
+		x.WriteClosure = union(closure, nil)
 	}
 	return x
 }
 
-func reasonDetail(reason string, r *sqlscan.Result) string {
+func reasonDetail(reason string, f *fate) string {
+	r := f.r
+	switch {
+	case reason == bypassNotShareable && f.v != nil && f.v.known() && f.v.err == nil:
+		sv := &f.v.sv
+		if vol := f.v.volatileUnvouched(f.a.pure); len(vol) > 0 {
+			return ": calls " + strings.Join(vol, ", ") + " (volatile; only the statement's pure= entry can vouch for it)"
+		}
+		if len(sv.PerSession) > 0 {
+			return ": reads " + strings.Join(sv.PerSession, ", ") + " (per-session value)"
+		}
+	case reason == bypassUnverified && f.v != nil && f.v.known() && f.v.err != nil:
+		return ": " + errorClass(f.v.err)
+	}
 	if (reason == bypassNotShareable || reason == bypassWrite) && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
 		return ": " + r.Reason
 	}
 	return ""
 }
 
-func noCacheReason(p plan, r *sqlscan.Result) string {
+func noCacheReason(f *fate) string {
+	p, r := &f.plan, f.r
 	switch {
 	case p.pol.NoCache:
 		return "not cached: nocache"
@@ -87,6 +187,10 @@ func noCacheReason(p plan, r *sqlscan.Result) string {
 		return "not cached: no TTL (coalesced only)"
 	case r.Verdict != sqlscan.Shareable:
 		return "not cached: " + r.Reason + " (annotate a TTL in the statement to cache it)"
+	case f.v != nil && f.v.known() && f.v.sv.TimeDependent:
+		return "not cached: depends on the clock (annotate a TTL in the statement to cache it)"
+	case f.v != nil && f.v.known() && (f.v.sv.UserFunctions || len(f.v.sv.Volatile) > 0):
+		return "not cached: calls user functions that are not IMMUTABLE (annotate a TTL in the statement to cache it)"
 	}
-	return ""
+	return "not cached: an argument is a date/time word that follows the clock (annotate a TTL in the statement to cache it)"
 }

@@ -20,7 +20,9 @@ func TestExplain(t *testing.T) {
 		{"UPDATE products SET n = 1", false, false, "write"},
 		{"SELECT * FROM products FOR UPDATE", false, false, "FOR UPDATE"},
 		{"SELECT my_fn()", false, false, "my_fn"},
-		{"/* sqlflight: coalesce */ SELECT my_fn()", true, false, ""},
+		{"/* sqlflight: coalesce */ SELECT my_fn()", false, false, "my_fn"},
+		{"/* sqlflight: ttl=1m */ SELECT my_fn()", false, false, "my_fn"},
+		{"/* sqlflight: coalesce pure=my_fn */ SELECT my_fn()", true, false, ""},
 		{"/* sqlflight: sfot=1s */ SELECT 1", false, false, "bad annotation"},
 	} {
 		x := s.Explain(context.Background(), tc.sql)
@@ -32,10 +34,10 @@ func TestExplain(t *testing.T) {
 	if !x.Cached || x.Policy.Hard != time.Hour || x.Tables[0] != "t" || x.Fingerprint == "" || !x.Fleet {
 		t.Errorf("%+v", x)
 	}
-	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m */ SELECT my_fn()"); !x.Cached || x.Fleet {
+	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m pure=my_fn */ SELECT my_fn()"); !x.Cached || x.Fleet {
 		t.Errorf("unknown tables, yet fleet-wide: %+v", x)
 	}
-	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m tables=a */ SELECT my_fn()"); !x.Fleet {
+	if x := s.Explain(context.Background(), "/* sqlflight: ttl=1m tables=a pure=my_fn */ SELECT my_fn()"); !x.Fleet {
 		t.Errorf("tables named, yet not fleet-wide: %+v", x)
 	}
 	if x := s.Explain(context.Background(), "SELECT a FROM t"); x.Fleet {

@@ -46,8 +46,10 @@ type Policy struct {
 	// Name labels the statement in stats and logs.
 	Name string `json:"name,omitempty"`
 
-	// Coalesce opts a statement that calls functions the scanner cannot
-	// vouch for into sharing (only from an annotation or a context policy).
+	// Coalesce asks for coalescing where a lower layer said otherwise
+	// (nocoalesce, off). It vouches for nothing: a statement that calls a
+	// VOLATILE function is never shared, whatever the policy; only the
+	// statement's own pure= annotation entry can vouch for a function.
 	Coalesce bool `json:"coalesce,omitempty"`
 	// NoCoalesce makes every caller run its own query.
 	NoCoalesce bool `json:"nocoalesce,omitempty"`
@@ -103,12 +105,16 @@ const (
 	setNoCoalesce
 	setNoCache
 	setOff
+	setPure
 )
 
 // annotation is a parsed `sqlflight:` comment: the fields it sets.
 type annotation struct {
 	p   Policy
 	set uint32
+	// pure names functions the statement vouches for as safe to share
+	// although the server says they are VOLATILE (pure=fn,schema.fn).
+	pure []string
 }
 
 // parseAnnotation parses the entries of a sqlflight comment (DESIGN §4).
@@ -194,6 +200,15 @@ func parseAnnotation(text string) (annotation, error) {
 		case "name":
 			a.p.Name = v
 			a.set |= setName
+		case "pure":
+			for fn := range strings.SplitSeq(v, ",") {
+				if fn = strings.TrimSpace(fn); fn == "" {
+					err = errors.New("empty function name")
+					break
+				}
+				a.pure = append(a.pure, fn)
+			}
+			a.set |= setPure
 		default:
 			return a, fmt.Errorf("%w: unknown key %q", ErrBadAnnotation, k)
 		}

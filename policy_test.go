@@ -61,21 +61,21 @@ func TestParseAnnotationRejects(t *testing.T) {
 
 func TestAnnotationOverridesContextOverridesDefault(t *testing.T) {
 	s := New(Options{Default: Policy{MaxRows: 10, Wait: time.Second}})
-	c := &conn{s: s}
+	c := &conn{s: s, sc: s.newScope()}
 	r := scanFor(t, "/* sqlflight: maxrows=3 */ SELECT n FROM items")
-	_, pl, err := s.route(context.Background(), c, r)
-	p := pl.pol
+	f, err := s.route(context.Background(), c, r, nil)
+	p := f.plan.pol
 	if err != nil || p.MaxRows != 3 || p.Wait != time.Second {
 		t.Fatalf("annotation over default: %+v %v", p, err)
 	}
 	ctx := WithPolicy(context.Background(), Policy{MaxRows: 7, Wait: 2 * time.Second})
-	_, pl, _ = s.route(ctx, c, r)
-	p = pl.pol
+	f, _ = s.route(ctx, c, r, nil)
+	p = f.plan.pol
 	if p.MaxRows != 3 || p.Wait != 2*time.Second {
 		t.Fatalf("annotation over context: %+v", p)
 	}
-	_, pl, _ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"))
-	p = pl.pol
+	f, _ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"), nil)
+	p = f.plan.pol
 	if p.MaxRows != 7 {
 		t.Fatalf("context over default: %+v", p)
 	}

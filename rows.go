@@ -5,8 +5,6 @@ import (
 	"io"
 	"reflect"
 	"time"
-
-	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
 // rowsImpl is every Rows method a wrapper may be asked for; mirrorRows
@@ -318,15 +316,15 @@ func (r *replay) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
 // and, for a write, bumps the epochs of the tables it wrote once it is done.
 type passRows struct {
 	driver.Rows
-	c      *conn
-	r      *sqlscan.Result
-	closed bool
+	c       *conn
+	written []write // what the statement may have written, outside a transaction
+	closed  bool
 }
 
 var _ rowsImpl = (*passRows)(nil)
 
-func newPassRows(c *conn, rows driver.Rows, r *sqlscan.Result) driver.Rows {
-	return mirrorRows(&passRows{Rows: rows, c: c, r: r}, mirrorRowsMask(rows))
+func newPassRows(c *conn, rows driver.Rows, written []write) driver.Rows {
+	return mirrorRows(&passRows{Rows: rows, c: c, written: written}, mirrorRowsMask(rows))
 }
 
 func (p *passRows) Close() error {
@@ -336,15 +334,10 @@ func (p *passRows) Close() error {
 	p.closed = true
 	err := p.Rows.Close()
 	p.c.openRows.Add(-1)
-	if !p.c.inTx() {
-		// A write is complete only now; bump again so that no flight
-		// started while it ran is joined after it.
-		mayWrite := p.c.mayWrite(p.r)
-		for i := range p.r.Statements {
-			if tables, known, ok := writeTargets(p.r, &p.r.Statements[i], mayWrite); ok {
-				p.c.s.bump(tables, known)
-			}
-		}
+	// A write is complete only now; bump again so that no flight started
+	// while it ran is joined after it.
+	for _, w := range p.written {
+		p.c.s.bump(w.tables, w.known)
 	}
 	return err
 }

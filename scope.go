@@ -30,8 +30,14 @@ type scope struct {
 	proto   driver.Conn // a parent connection, for CheckNamedValue without a real one
 	probing chan struct{}
 
-	postgres   bool            // the parent is pgx: function volatility can be looked up
-	volatility map[string]byte // pg_proc.provolatile by function name, '?' when absent
+	postgres bool // the parent is pgx: the server's verdict can be asked for
+
+	// The server's word (verify.go): verdicts per statement shape, write
+	// closures per table, and how the server reads '…' literals.
+	verdicts    atomic.Pointer[verdictMemo]
+	closures    atomic.Pointer[closureMemo]
+	probes      chan struct{} // bounds the probes running at once
+	nonStandard atomic.Bool   // standard_conforming_strings = off
 
 	spare spareConns // real connections for background refreshes
 
@@ -57,7 +63,9 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 	return m
 }
 
-func (s *Shield) newScope() *scope { return &scope{id: s.scopeSeq.Add(1)} }
+func (s *Shield) newScope() *scope {
+	return &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+}
 
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
@@ -93,6 +101,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.mask = connMask(rc)
 		sc.proto = rc
 		_, sc.postgres = rc.(*stdlib.Conn)
+		sc.noteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
 		s.stats.realOpened.Add(1)
@@ -114,90 +123,6 @@ func connMask(rc driver.Conn) uint16 {
 		m |= connQueryer
 	}
 	return m
-}
-
-// volatilityQuery asks PostgreSQL how volatile the named functions are: the
-// most volatile of each name's overloads, in any schema ('i' < 's' < 'v').
-const volatilityQuery = `SELECT proname::text, max(provolatile::text) FROM pg_catalog.pg_proc WHERE proname = ANY($1) GROUP BY proname`
-
-// maxRememberedFunctions bounds what a scope remembers of function
-// volatility; past it, the memory starts over.
-const maxRememberedFunctions = 10_000
-
-// vouch reports whether every function in names is known to be immutable
-// or stable, so that a SELECT calling them is read-only and may share. On
-// PostgreSQL (a pgx parent) it looks names it has not seen up in pg_proc
-// once, on c's real connection, and remembers them; elsewhere, and when the
-// lookup fails, it reports false.
-func (sc *scope) vouch(ctx context.Context, c *conn, names []string) bool {
-	if len(names) == 0 {
-		return true
-	}
-	safe, missing := sc.known(names)
-	if safe || !missing || !sc.postgres {
-		return safe
-	}
-	rc, err := c.use(ctx)
-	if err != nil {
-		return false
-	}
-	q, ok := rc.(driver.QueryerContext)
-	if !ok {
-		return false
-	}
-	rows, err := q.QueryContext(ctx, volatilityQuery, []driver.NamedValue{{Ordinal: 1, Value: names}})
-	if err != nil {
-		return false
-	}
-	found := make(map[string]byte, len(names))
-	dest := make([]driver.Value, 2)
-	for rows.Next(dest) == nil {
-		name, _ := dest[0].(string)
-		v, _ := dest[1].(string)
-		if name != "" && v != "" {
-			found[name] = v[0]
-		}
-	}
-	if rows.Close() != nil {
-		return false
-	}
-	sc.mu.Lock()
-	if sc.volatility == nil || len(sc.volatility) > maxRememberedFunctions {
-		sc.volatility = make(map[string]byte)
-	}
-	for _, n := range names {
-		v, ok := found[n]
-		if !ok {
-			v = '?' // not a function PostgreSQL knows by that name
-		}
-		sc.volatility[n] = v
-	}
-	sc.mu.Unlock()
-	safe, _ = sc.known(names)
-	return safe
-}
-
-// known reports whether every name is remembered as immutable or stable,
-// and whether some name was never looked up.
-func (sc *scope) known(names []string) (safe, missing bool) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	safe = true
-	for _, n := range names {
-		switch v, ok := sc.volatility[n]; {
-		case !ok:
-			missing, safe = true, false
-		case v != 'i' && v != 's':
-			safe = false
-		}
-	}
-	return safe, missing
-}
-
-// vouched is vouch without a lookup: what the scope already knows.
-func (sc *scope) vouched(names []string) bool {
-	safe, _ := sc.known(names)
-	return safe
 }
 
 // spareConns are the scope's real connections that belong to no virtual

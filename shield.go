@@ -148,6 +148,9 @@ type Shield struct {
 	stats   counters
 
 	scopeSeq atomic.Uint64
+	// schemaGen moves on every DDL through the Shield: verdicts and write
+	// closures learned before it are forgotten.
+	schemaGen atomic.Uint64
 
 	tooLarge expiringSet // keys whose results were too large to share
 	warned   expiringSet // fingerprints already warned about
@@ -225,8 +228,11 @@ type Stats struct {
 	BreakerTransitions uint64
 	BreakerState       string // "closed", "open" or "half-open"
 
-	// Bypasses by reason ("transaction", "session", "write", "not shareable",
-	// "policy", "arguments", "too large", "busy connection", "bad annotation").
+	// Bypasses by reason: "exec" (Exec, never shared), "transaction",
+	// "session", "write", "not shareable" (volatile or per-session values,
+	// or functions a text-only parent cannot vouch for), "unverified" (the
+	// server's verdict could not be had), "policy", "arguments", "too
+	// large", "busy connection", "bad annotation".
 	BypassReasons map[string]uint64
 
 	// OriginDuration is how long shared origin queries took (query and
@@ -267,6 +273,13 @@ type Stats struct {
 	InFlight        int64  // gauge: flights currently running
 	RealConns       int64  // gauge: real database connections currently open
 	RealConnsOpened uint64 // real database connections opened
+
+	// The server's verdicts (PostgreSQL parents): statement shapes probed,
+	// probes that failed (those statements ran unshared), and how long a
+	// probe took.
+	Probes        uint64
+	ProbeFailures uint64
+	ProbeDuration Histogram
 }
 
 // Stats returns a snapshot of s's counters.
@@ -299,13 +312,13 @@ type counters struct {
 	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
 	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
 	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
-	realOpened                                                       atomic.Uint64
+	realOpened, probes, probeFailures                                atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
 
-	originDuration, followerWait histogram
-	names                        names
+	originDuration, followerWait, probeDuration histogram
+	names                                       names
 }
 
 func (c *counters) bypass(reason string) {
@@ -348,6 +361,9 @@ func (c *counters) snapshot() Stats {
 		InFlight:         c.inFlight.Load(),
 		RealConns:        c.realConns.Load(),
 		RealConnsOpened:  c.realOpened.Load(),
+		Probes:           c.probes.Load(),
+		ProbeFailures:    c.probeFailures.Load(),
+		ProbeDuration:    c.probeDuration.snapshot(),
 	}
 	c.reasons.Range(func(k, v any) bool {
 		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()

@@ -42,7 +42,7 @@ var errStmtClosed = errors.New("sqlflight: statement is closed")
 // errors then surface when it first runs); anything else is prepared on the
 // real connection at once.
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	s := &stmt{c: c, query: query, scan: sqlscan.Scan(query)}
+	s := &stmt{c: c, query: query, scan: c.scan(query)}
 	if mask, ok := c.sc.stmtShape(); ok && s.lazy(mask) {
 		c.stmts++
 		return mirrorStmt(s, mask), nil
@@ -150,7 +150,11 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.s.stats.queries.Add(1)
 	s.c.s.stats.bypass(bypassExec)
-	probe, err := s.c.admit(!s.scan.ReadOnly || s.c.mayWrite(s.scan))
+	a, _, err := s.c.s.annotationOf(s.scan)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := s.c.admit(!s.scan.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +173,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		}
 	}
 	s.c.s.guard.br.record(probe, err)
-	s.c.record(s.scan, err != nil)
+	s.c.record(ctx, &fate{r: s.scan, a: a}, err != nil)
 	return res, err
 }
 

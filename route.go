@@ -1,0 +1,387 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql/driver"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
+)
+
+// The fate of a statement, decided in one place: scan → the server's
+// verdict → policy → plan for a read; and, once a statement has run, what it
+// may have written. The connection (conn.go) only asks.
+
+// Reasons a statement bypasses sharing (Stats.BypassReasons).
+const (
+	bypassExec          = "exec"
+	bypassTx            = "transaction"
+	bypassSession       = "session"
+	bypassWrite         = "write"
+	bypassNotShareable  = "not shareable"
+	bypassUnverified    = "unverified"
+	bypassPolicy        = "policy"
+	bypassArgs          = "arguments"
+	bypassTooLarge      = "too large"
+	bypassBusy          = "busy connection"
+	bypassBadAnnotation = "bad annotation"
+)
+
+// plan is how a shareable read goes: its policy, and whether its result
+// may be cached.
+type plan struct {
+	pol   Policy
+	cache bool
+	// onFailure, when set, hears of a failed origin (background refreshes).
+	onFailure func(error)
+}
+
+// beta is the XFetch factor of the plan's policy (default 1, off below 0).
+func (p *plan) beta() float64 {
+	switch b := p.pol.Beta; {
+	case b == 0:
+		return 1
+	case b < 0:
+		return 0
+	default:
+		return b
+	}
+}
+
+// fate is what becomes of one statement.
+type fate struct {
+	r *sqlscan.Result
+	a annotation // its annotation (zero when it has none or a bad one)
+	v *verdict   // the server's verdict, when one was asked for
+
+	// reason is why it goes straight to the database; "" means it is
+	// shared under plan, depending on tables (known false: any table).
+	reason string
+	plan   plan
+	tables []string
+	known  bool
+}
+
+// scan returns the scanner's view of query as the scope's server reads it.
+func (c *conn) scan(query string) *sqlscan.Result {
+	if c.sc.nonStandard.Load() {
+		return sqlscan.ScanNonStandard(query)
+	}
+	return sqlscan.Scan(query)
+}
+
+// route decides the fate of a read on c. An error (only under
+// Options.Strict) fails the statement.
+func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result, args []driver.NamedValue) (*fate, error) {
+	a, annotated, err := s.annotationOf(r)
+	if err != nil {
+		return nil, err
+	}
+	f := &fate{r: r, a: a}
+	s.decide(ctx, c, f, annotated, args, true)
+	return f, nil
+}
+
+// routeQuiet is route without counting or warning about the annotation,
+// and without asking the server unless ask (for Explain).
+func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask bool) *fate {
+	f := &fate{r: r}
+	annotated := false
+	if r.HasAnnotation {
+		a, err := parseAnnotationCached(r.Annotation)
+		annotated = err == nil
+		if annotated {
+			f.a = a
+		}
+	}
+	s.decide(ctx, c, f, annotated, nil, ask)
+	return f
+}
+
+// decide fills in f's reason, plan and dependencies.
+func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, args []driver.NamedValue, ask bool) {
+	r, a := f.r, &f.a
+	switch {
+	case !annotated && r.HasAnnotation:
+		f.reason = bypassBadAnnotation
+		return
+	case c.inTx():
+		f.reason = bypassTx
+		return
+	case c.tainted:
+		f.reason = bypassSession
+		return
+	case !r.ReadOnly:
+		f.reason = bypassWrite
+		return
+	case r.Verdict == sqlscan.Never:
+		f.reason = bypassNotShareable
+		return
+	case c.openRows.Load() > 0:
+		f.reason = bypassBusy
+		return
+	}
+	pol, _ := s.basePolicy(ctx, r.Tables, r.Normalized)
+	explicitTTL := false
+	if annotated {
+		pol = a.merge(pol)
+		explicitTTL = a.set&setSoft != 0 && a.p.Soft > 0
+	}
+	f.plan.pol = pol
+	if pol.Off {
+		f.reason = bypassPolicy
+		return
+	}
+	f.tables, f.known = r.Tables, r.TablesKnown
+	// Results of time functions, time words and user functions are cached
+	// only under a TTL the statement itself states.
+	cacheable := r.Verdict == sqlscan.Shareable
+	if ask {
+		f.v = c.sc.verdictOf(s, r)
+	}
+	if v := f.v; v != nil {
+		// The server's word. No policy vouches for a function; only the
+		// statement's own pure= entry does.
+		switch {
+		case !awaitVerdict(ctx, v) || v.err != nil:
+			f.reason = bypassUnverified
+			return
+		case len(v.volatileUnvouched(a.pure)) > 0, len(v.sv.PerSession) > 0:
+			f.reason = bypassNotShareable
+			return
+		}
+		f.tables = union(v.sv.Tables, r.Tables)
+		f.known = v.sv.TablesKnown
+		cacheable = r.Verdict != sqlscan.InFlightOnly && !v.sv.TimeDependent && !v.sv.UserFunctions &&
+			len(v.sv.Volatile) == 0
+	} else if r.Verdict == sqlscan.OptIn && !allPure(a.pure, r.Unknown) {
+		// Text only: functions the scanner cannot vouch for may write.
+		f.reason = bypassNotShareable
+		return
+	}
+	if cacheable && timeArgs(args) {
+		cacheable = false
+	}
+	f.plan.cache = pol.Soft > 0 && !pol.NoCache && (cacheable || explicitTTL)
+	if pol.NoCoalesce && !f.plan.cache {
+		f.reason = bypassPolicy
+		return
+	}
+	if pol.Tables != nil {
+		f.tables, f.known = pol.Tables, true
+	}
+}
+
+// union returns the sorted union of a and b.
+func union(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for _, t := range a {
+		out = append(out, tableKey(t))
+	}
+	for _, t := range b {
+		out = append(out, tableKey(t))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func allPure(pure, fns []string) bool {
+	for _, f := range fns {
+		if !pureNames(pure, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// timeArgs reports whether an argument is a date/time input that follows
+// the clock ('now', 'today', …): the result must not be reused past the
+// flight, like now().
+func timeArgs(args []driver.NamedValue) bool {
+	for i := range args {
+		switch v := args[i].Value.(type) {
+		case string:
+			if len(v) <= 64 && sqlscan.TimeWord(v) {
+				return true
+			}
+		case []byte:
+			if len(v) <= 64 && sqlscan.TimeWord(string(v)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// logBypass says at debug level, once per statement and reason, why a read
+// was not shared.
+func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
+		return
+	}
+	s.log.DebugContext(ctx, "sqlflight: statement not shared",
+		"reason", reason, "scanner", r.Reason, "fingerprint", fingerprint(r.Normalized))
+}
+
+// annotationOf parses r's annotation and reports whether it has a good one.
+// A malformed one is counted and warned about once per statement; it yields
+// false, or an error wrapping ErrBadAnnotation under Options.Strict.
+func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
+	if !r.HasAnnotation {
+		return annotation{}, false, nil
+	}
+	a, err := parseAnnotationCached(r.Annotation)
+	if err == nil {
+		return a, true, nil
+	}
+	s.stats.badAnnotations.Add(1)
+	if s.opts.Strict {
+		return annotation{}, false, err
+	}
+	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
+		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
+			"error", err, "fingerprint", fingerprint(r.Normalized))
+	}
+	return annotation{}, false, nil
+}
+
+// The other half of a fate: what a statement that ran may have written.
+
+// write is one set of tables a statement may have changed (known false:
+// any table).
+type write struct {
+	tables []string
+	known  bool
+}
+
+// record applies what the statements of f did to the connection: they
+// began or ended a transaction, changed session state, or wrote tables.
+// failed says the text returned an error; its effects are then assumed to
+// have happened where that is the safe side. Outside a transaction it
+// returns the writes it bumped, which passRows bumps again once the
+// statement is complete.
+func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
+	r := f.r
+	var done []write
+	for i := range r.Statements {
+		st := &r.Statements[i]
+		switch st.Tx {
+		case sqlscan.TxBegin:
+			if !failed || len(r.Statements) > 1 {
+				c.sqlTx = true
+			}
+		case sqlscan.TxCommit:
+			c.endTx(true)
+		case sqlscan.TxRollback:
+			c.endTx(false)
+		}
+		if st.Chain && st.Tx != sqlscan.TxNone {
+			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
+		}
+		if st.Taints {
+			c.tainted = true
+		}
+		if st.ClearsTaint && !failed {
+			c.tainted = false
+		}
+		if st.Kind == sqlscan.KindDDL {
+			// The schema changed (or may have): verdicts and closures
+			// learned before are forgotten.
+			c.s.schemaGen.Add(1)
+		}
+		if w, ok := c.writeOf(ctx, f, st); ok {
+			if c.inTx() {
+				c.txWrites.add(w.tables, w.known)
+			} else {
+				c.s.bump(w.tables, w.known)
+				done = append(done, w)
+			}
+		}
+	}
+	if failed && len(r.Statements) > 1 {
+		// Where a failed multi-statement text left the session is unknown.
+		c.tainted = true
+	}
+	return done
+}
+
+// endTx ends the transaction's bookkeeping; a commit bumps the epochs of
+// every table written in it.
+func (c *conn) endTx(commit bool) {
+	if commit {
+		c.s.bump(c.txWrites.tables, !c.txWrites.all)
+	}
+	c.txWrites = writeSet{}
+	c.sqlTx = false
+}
+
+// writeOf reports whether st (a statement of f) may have written, and
+// what: the tables of a tables= annotation when there is one; for DDL,
+// everything (the catalog included); for DML, the tables it names and
+// what they reach through cascading foreign keys, inheritance, triggers
+// and rules; for a read, nothing — unless it calls a VOLATILE function
+// (or the server's verdict cannot be had), which may write anywhere.
+func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (write, bool) {
+	if st.Kind == sqlscan.KindDDL {
+		return write{}, true // every cached read may describe the old schema
+	}
+	tablesNamed := f.a.set&setTables != 0
+	if st.ReadOnly {
+		if !c.readMayWrite(ctx, f, st) {
+			return write{}, false
+		}
+		if tablesNamed {
+			return write{tables: f.a.p.Tables, known: true}, true
+		}
+		return write{}, true
+	}
+	if tablesNamed {
+		return write{tables: f.a.p.Tables, known: true}, true
+	}
+	if !st.TablesKnown {
+		return write{}, true
+	}
+	tables, known := c.sc.writeClosure(ctx, c.s, st.Writes)
+	return write{tables: tables, known: known}, true
+}
+
+// readMayWrite reports whether a read-only statement may write after all:
+// it calls a VOLATILE function that its pure= entry does not name, or the
+// server's verdict cannot be had; on a parent that is not PostgreSQL, it
+// calls a function the scanner does not know.
+func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement) bool {
+	r := f.r
+	if !c.sc.postgres {
+		return !allPure(f.a.pure, r.Unknown)
+	}
+	if st.Kind != sqlscan.KindSelect {
+		return false // SHOW, EXPLAIN without ANALYZE
+	}
+	if len(r.Statements) != 1 {
+		return true // a verdict is asked for single statements only
+	}
+	v := f.v
+	if v == nil {
+		v = c.sc.verdictOf(c.s, r)
+	}
+	if !awaitVerdict(ctx, v) || v.err != nil {
+		return true
+	}
+	return len(v.volatileUnvouched(f.a.pure)) > 0
+}
+
+// writeSet accumulates the tables written in a transaction.
+type writeSet struct {
+	all    bool
+	tables []string
+}
+
+func (w *writeSet) add(tables []string, known bool) {
+	if !known {
+		w.all = true
+		return
+	}
+	w.tables = append(w.tables, tables...)
+}

@@ -1,0 +1,657 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
+)
+
+// The server's word. The scanner only filters: what it calls never
+// shareable stays never, and everything it would share is confirmed by
+// PostgreSQL's catalog once per statement shape and scope before its result
+// is shared. The probe plans the statement as the body of a temporary
+// SQL-standard function (BEGIN ATOMIC … END), with its parameters typed as
+// the server infers them, inside a transaction that is always rolled back,
+// on a spare connection of the scope; the function's recorded dependencies
+// (pg_depend, through views' rewrite rules, operators and SQL-standard
+// function bodies, recursively) name the user functions and relations it
+// really reaches, and the deparsed texts (the body, view definitions,
+// SQL-standard function bodies) name the built-in functions, which the
+// catalog pins and so never records as dependencies.
+
+// FunctionVerdict is one function a statement really calls, as the server
+// resolves it.
+type FunctionVerdict struct {
+	Schema     string `json:"schema,omitempty"`
+	Name       string `json:"name"`
+	Volatility string `json:"volatility"` // "immutable", "stable" or "volatile"
+	Builtin    bool   `json:"builtin"`    // part of PostgreSQL itself
+	// Opaque functions have bodies the server cannot see into (plpgsql, C,
+	// a string SQL body): they may read any table.
+	Opaque     bool `json:"opaque,omitempty"`
+	PerSession bool `json:"per_session,omitempty"`
+}
+
+// ServerVerdict is what PostgreSQL says a statement calls and reads.
+type ServerVerdict struct {
+	Functions []FunctionVerdict `json:"functions"`
+	// Tables are the base relations the statement reads, views expanded
+	// (lower-case bare names, as epochs key them).
+	Tables []string `json:"tables"`
+	// TablesKnown is false when an opaque function may read any table.
+	TablesKnown bool `json:"tables_known"`
+	// Volatile names the VOLATILE functions called that no pure= entry
+	// vouches for: the statement is never shared and counts as a write.
+	Volatile []string `json:"volatile"`
+	// PerSession names values that belong to the session (never shared).
+	PerSession []string `json:"per_session"`
+	// TimeDependent: the result depends on the clock.
+	TimeDependent bool `json:"time_dependent"`
+	// UserFunctions: it calls non-built-in functions (cached only under the
+	// statement's own TTL unless they are all IMMUTABLE).
+	UserFunctions bool `json:"user_functions"`
+}
+
+// verdict is the server's word on one statement shape in one scope. ready
+// is closed once the fields are set.
+type verdict struct {
+	ready chan struct{}
+	gen   uint64 // the Shield's schema generation it was learned under
+
+	err     error     // the probe failed: the statement runs unshared, as a write to any table
+	retryAt time.Time // a failed verdict is asked again after this
+
+	sv     ServerVerdict
+	params []uint32 // parameter type OIDs
+}
+
+func (v *verdict) known() bool {
+	select {
+	case <-v.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// volatileUnvouched reports the volatile functions that pure does not name.
+func (v *verdict) volatileUnvouched(pure []string) []string {
+	if len(pure) == 0 {
+		return v.sv.Volatile
+	}
+	var out []string
+	for _, f := range v.sv.Volatile {
+		if !pureNames(pure, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// pureNames reports whether the pure= entries name fn ("schema.name" or a
+// bare name, compared without regard to case).
+func pureNames(pure []string, fn string) bool {
+	bare := fn
+	if i := strings.LastIndexByte(fn, '.'); i >= 0 {
+		bare = fn[i+1:]
+	}
+	for _, p := range pure {
+		p = strings.ToLower(strings.Trim(p, `"`))
+		if p == strings.ToLower(fn) || p == strings.ToLower(bare) {
+			return true
+		}
+	}
+	return false
+}
+
+// verdictMemo remembers a scope's verdicts in bounded memory; a new memo
+// replaces it when it is full or the schema changed.
+type verdictMemo struct {
+	gen uint64
+	m   sync.Map // normalized SQL → *verdict
+	n   atomic.Int64
+}
+
+const (
+	maxVerdicts = 8192
+	// verdictWait bounds how long a caller waits for the probe of a new
+	// shape before running it unshared.
+	verdictWait = 5 * time.Second
+	// probeTimeout bounds one probe on the server.
+	probeTimeout = 5 * time.Second
+	// retryFailedProbe is how long a failed verdict stands.
+	retryFailedProbe = 5 * time.Second
+	// maxProbes bounds the probes a scope runs at once.
+	maxProbes = 2
+)
+
+// verdictOf returns the scope's verdict on r, starting a probe when there
+// is none (or a failed one expired). It returns nil when the parent is not
+// PostgreSQL: its verdicts are the scanner's alone.
+func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
+	if !sc.postgres {
+		return nil
+	}
+	gen := s.schemaGen.Load()
+	memo := sc.verdicts.Load()
+	if memo == nil || memo.gen != gen {
+		fresh := &verdictMemo{gen: gen}
+		if sc.verdicts.CompareAndSwap(memo, fresh) {
+			memo = fresh
+		} else {
+			memo = sc.verdicts.Load()
+		}
+	}
+	if x, ok := memo.m.Load(r.Normalized); ok {
+		v := x.(*verdict)
+		if !v.known() || v.err == nil || time.Now().Before(v.retryAt) {
+			return v
+		}
+		// A failed verdict expired: ask again.
+		nv := &verdict{ready: make(chan struct{}), gen: gen}
+		if memo.m.CompareAndSwap(r.Normalized, v, nv) {
+			go sc.probe(s, nv, r)
+			return nv
+		}
+		x, _ = memo.m.Load(r.Normalized)
+		if x == nil {
+			return v
+		}
+		return x.(*verdict)
+	}
+	if memo.n.Add(1) > maxVerdicts {
+		sc.verdicts.CompareAndSwap(memo, &verdictMemo{gen: gen})
+		memo = sc.verdicts.Load()
+	}
+	nv := &verdict{ready: make(chan struct{}), gen: gen}
+	x, loaded := memo.m.LoadOrStore(r.Normalized, nv)
+	if loaded {
+		return x.(*verdict)
+	}
+	go sc.probe(s, nv, r)
+	return nv
+}
+
+// awaitVerdict waits for v on ctx, at most verdictWait, and reports
+// whether it is known (failed ones included).
+func awaitVerdict(ctx context.Context, v *verdict) bool {
+	if v.known() {
+		return true
+	}
+	t := time.NewTimer(verdictWait)
+	defer t.Stop()
+	select {
+	case <-v.ready:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
+// probe asks the server for v and publishes it.
+func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
+	defer close(v.ready)
+	defer func() {
+		if p := recover(); p != nil {
+			v.err = fmt.Errorf("sqlflight: statement probe panicked: %v", p)
+			v.retryAt = time.Now().Add(retryFailedProbe)
+		}
+	}()
+	sc.probes <- struct{}{}
+	defer func() { <-sc.probes }()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	start := time.Now()
+	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
+		sv, params, err := probeStatement(ctx, conn, r)
+		if err == nil {
+			v.sv, v.params = sv, params
+		}
+		return err
+	})
+	s.stats.probes.Add(1)
+	s.stats.probeDuration.observe(time.Since(start))
+	if err != nil {
+		s.stats.probeFailures.Add(1)
+		v.err = err
+		v.retryAt = time.Now().Add(retryFailedProbe)
+		s.warnEvery("probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
+			"error", errorClass(err), "fingerprint", fingerprint(r.Normalized))
+	}
+}
+
+// errorClass describes err without the data a server message may carry.
+func errorClass(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return "SQLSTATE " + pe.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	return err.Error()
+}
+
+// withSpare runs f on a spare real connection of the scope (never a
+// caller's) and gives it back, broken if f failed in a way that may have
+// left the session dirty.
+func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(*pgx.Conn) error) error {
+	rc, err := sc.spare.get(ctx, s)
+	if err != nil {
+		return err
+	}
+	sc.noteConn(rc)
+	c, ok := rc.(*stdlib.Conn)
+	if !ok {
+		sc.spare.put(rc, false, s)
+		return errors.New("sqlflight: not a pgx connection")
+	}
+	err = f(c.Conn())
+	pc := c.Conn().PgConn()
+	broken := pc.IsClosed() || pc.TxStatus() != 'I'
+	sc.spare.put(rc, broken, s)
+	return err
+}
+
+// noteConn learns what a new real connection tells about the server:
+// standard_conforming_strings off makes backslashes escapes in '…'.
+func (sc *scope) noteConn(rc driver.Conn) {
+	if c, ok := rc.(*stdlib.Conn); ok {
+		if c.Conn().PgConn().ParameterStatus("standard_conforming_strings") == "off" {
+			sc.nonStandard.Store(true)
+		}
+	}
+}
+
+// Built-in functions whose values belong to the session (or connection):
+// never shared across sessions, whatever pg_proc says.
+var perSessionFuncs = map[string]bool{
+	"pg_prepared_statement": true, "pg_cursor": true, "inet_client_addr": true, "inet_client_port": true,
+	"inet_server_addr": true, "inet_server_port": true, "pg_backend_pid": true, "pg_my_temp_schema": true,
+	"pg_is_other_temp_schema": true, "txid_current_if_assigned": true, "pg_current_xact_id_if_assigned": true,
+	"pg_trigger_depth": true, "pg_listening_channels": true, "pg_get_backend_memory_contexts": true,
+	"pg_backend_memory_contexts": true, "lastval": true, "currval": true, "pg_current_xact_id": true,
+	"txid_current": true, "pg_stat_get_backend_idset": true, "pg_notification_queue_usage": true,
+	"pg_stat_get_snapshot_timestamp": true, "pg_stat_get_xact_tuples_inserted": true,
+	"pg_stat_get_xact_numscans": true, "pg_stat_get_xact_function_calls": true, "pg_stat_get_xact_blocks_fetched": true,
+	"pg_stat_get_xact_tuples_updated": true, "pg_stat_get_xact_tuples_deleted": true, "pg_stat_get_xact_tuples_returned": true,
+	"pg_stat_get_xact_tuples_fetched": true, "pg_stat_get_xact_tuples_hot_updated": true, "pg_stat_get_xact_blocks_hit": true,
+	"pg_stat_get_xact_function_total_time": true, "pg_stat_get_xact_function_self_time": true,
+}
+
+// timeFuncs are built-ins whose value follows the clock (STABLE ones; the
+// VOLATILE ones are never shared anyway).
+var timeFuncs = map[string]bool{
+	"now": true, "statement_timestamp": true, "transaction_timestamp": true, "current_timestamp": true,
+	"current_date": true, "current_time": true, "localtime": true, "localtimestamp": true, "age": true,
+	"pg_postmaster_start_time": true, "pg_conf_load_time": true, "clock_timestamp": true, "timeofday": true,
+}
+
+const probeName = "sqlflight_probe"
+
+// depsQuery follows the probe function's recorded dependencies: relations
+// (a view through its _RETURN rule), functions (their SQL-standard bodies
+// too) and operators (to their functions). Built-ins are pinned and never
+// recorded; their names come from the texts it returns.
+const depsQuery = `WITH RECURSIVE root AS (
+  SELECT p.oid FROM pg_catalog.pg_proc p
+  WHERE p.proname = '` + probeName + `' AND p.pronamespace = pg_catalog.pg_my_temp_schema()
+), n(cls, obj) AS (
+  SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::oid, root.oid FROM root
+  UNION
+  SELECT e.cls, e.obj FROM n, LATERAL (
+    SELECT d.refclassid AS cls, d.refobjid AS obj FROM pg_catalog.pg_depend d
+    WHERE d.classid = n.cls AND d.objid = n.obj
+      AND n.cls IN ('pg_catalog.pg_proc'::pg_catalog.regclass, 'pg_catalog.pg_rewrite'::pg_catalog.regclass)
+      AND d.refclassid IN ('pg_catalog.pg_class'::pg_catalog.regclass, 'pg_catalog.pg_proc'::pg_catalog.regclass,
+                           'pg_catalog.pg_operator'::pg_catalog.regclass)
+    UNION ALL
+    SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass, r.oid FROM pg_catalog.pg_rewrite r
+    WHERE n.cls = 'pg_catalog.pg_class'::pg_catalog.regclass AND r.ev_class = n.obj AND r.rulename = '_RETURN'
+    UNION ALL
+    SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, o.oprcode::oid FROM pg_catalog.pg_operator o
+    WHERE n.cls = 'pg_catalog.pg_operator'::pg_catalog.regclass AND o.oid = n.obj AND o.oprcode <> 0
+  ) e
+)
+SELECT 'r'::text, c.relname::text, c.relkind::text, c.relpersistence = 't', ns.nspname::text,
+       CASE WHEN c.relkind = 'v' THEN pg_catalog.pg_get_viewdef(c.oid) END, false
+FROM n JOIN pg_catalog.pg_class c ON n.cls = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid = n.obj
+JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
+UNION ALL
+SELECT 'f'::text, p.proname::text, p.provolatile::text, p.oid < 16384, ns.nspname::text,
+       CASE WHEN p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid) END,
+       p.prosqlbody IS NULL AND p.provolatile <> 'i'
+FROM n JOIN pg_catalog.pg_proc p ON n.cls = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = n.obj
+JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace`
+
+// builtinQuery returns the most volatile overload of each named function
+// in pg_catalog ('i' < 's' < 'v').
+const builtinQuery = `SELECT proname::text, max(provolatile::text) FROM pg_catalog.pg_proc
+WHERE pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND proname = ANY($1::text[]) GROUP BY proname`
+
+// probeStatement plans r on conn and returns the server's verdict and the
+// parameter types. The fixed catalog queries are prepared once per
+// connection (pgx's statement cache); the probe function's text is new
+// each time and goes through the extended protocol, which runs exactly one
+// statement whatever the text holds.
+func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (ServerVerdict, []uint32, error) {
+	var sv ServerVerdict
+	pc := conn.PgConn()
+	body := probeBody(r)
+	sd, err := pc.Prepare(ctx, "", body, nil)
+	if err != nil {
+		return sv, nil, err
+	}
+	params := sd.ParamOIDs
+	var types []string
+	if len(params) > 0 {
+		if err := conn.QueryRow(ctx, paramTypesQuery, params).Scan(&types); err != nil {
+			return sv, nil, err
+		}
+		if len(types) != len(params) {
+			return sv, nil, errors.New("sqlflight: parameter types not resolved")
+		}
+	}
+	if err := pc.Exec(ctx, "BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'").Close(); err != nil {
+		return sv, nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = pc.Exec(rctx, "ROLLBACK").Close()
+	}()
+	create := "CREATE FUNCTION pg_temp." + probeName + "(" + strings.Join(types, ", ") +
+		") RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC\n" + body + "\n;\nEND"
+	if _, err := pc.ExecParams(ctx, create, nil, nil, nil, nil).Close(); err != nil {
+		return sv, nil, err
+	}
+	rows, err := conn.Query(ctx, depsQuery)
+	if err != nil {
+		return sv, nil, err
+	}
+	var texts []string
+	tables := map[string]bool{}
+	sv.TablesKnown = true
+	for rows.Next() {
+		var kind, name, attr, schema string
+		var flag, opaque bool
+		var text *string
+		if err := rows.Scan(&kind, &name, &attr, &flag, &schema, &text, &opaque); err != nil {
+			rows.Close()
+			return sv, nil, err
+		}
+		if text != nil {
+			texts = append(texts, *text)
+		}
+		switch kind {
+		case "r":
+			if attr == "v" {
+				continue // expanded through its rule
+			}
+			tables[tableKey(name)] = true
+			if flag {
+				sv.PerSession = append(sv.PerSession, schema+"."+name)
+			}
+		case "f":
+			if name == probeName && !flag {
+				continue
+			}
+			sv.Functions = append(sv.Functions, FunctionVerdict{Schema: schema, Name: name,
+				Volatility: volatilityName(attr), Builtin: flag, Opaque: opaque && !flag})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return sv, nil, err
+	}
+	names := map[string]bool{}
+	scans := []*sqlscan.Result{r}
+	for _, t := range texts {
+		scans = append(scans, sqlscan.Parse(t))
+	}
+	for _, x := range scans {
+		if x.Verdict == sqlscan.InFlightOnly {
+			sv.TimeDependent = true
+		}
+		for _, f := range x.Functions {
+			if strings.Contains(f, ".") {
+				after, ok := strings.CutPrefix(f, "pg_catalog.")
+				if !ok {
+					continue // a user function: pg_depend has it
+				}
+				f = after
+			}
+			names[f] = true
+		}
+		for _, t := range x.Tables {
+			// Pinned catalogs (pg_class, …) are never recorded as
+			// dependencies; the texts name them.
+			if strings.HasPrefix(t, "pg_") {
+				tables[tableKey(t)] = true
+			}
+		}
+	}
+	if len(names) > 0 {
+		list := make([]string, 0, len(names))
+		for n := range names {
+			list = append(list, n)
+		}
+		slices.Sort(list)
+		rows, err := conn.Query(ctx, builtinQuery, list)
+		if err != nil {
+			return sv, nil, err
+		}
+		for rows.Next() {
+			var name, vol string
+			if err := rows.Scan(&name, &vol); err != nil {
+				rows.Close()
+				return sv, nil, err
+			}
+			sv.Functions = append(sv.Functions, FunctionVerdict{Schema: "pg_catalog", Name: name,
+				Volatility: volatilityName(vol), Builtin: true})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return sv, nil, err
+		}
+	}
+	sv.Functions = dedupFunctions(sv.Functions)
+	for _, f := range sv.Functions {
+		full := f.Schema + "." + f.Name
+		switch {
+		case f.Builtin && perSessionFuncs[f.Name]:
+			sv.PerSession = append(sv.PerSession, full)
+		case f.Volatility == "volatile":
+			sv.Volatile = append(sv.Volatile, full)
+		}
+		if f.Builtin && timeFuncs[f.Name] {
+			sv.TimeDependent = true
+		}
+		if !f.Builtin {
+			if f.Volatility != "immutable" {
+				sv.UserFunctions = true
+			}
+			if f.Opaque {
+				sv.TablesKnown = false
+			}
+		}
+	}
+	for i := range sv.Functions {
+		sv.Functions[i].PerSession = slices.Contains(sv.PerSession, sv.Functions[i].Schema+"."+sv.Functions[i].Name)
+	}
+	for t := range tables {
+		sv.Tables = append(sv.Tables, t)
+	}
+	slices.Sort(sv.Tables)
+	return sv, params, nil
+}
+
+// paramTypesQuery names parameter types for the probe function's signature.
+const paramTypesQuery = `SELECT array_agg(pg_catalog.format_type(t, NULL) ORDER BY i) FROM unnest($1::oid[]) WITH ORDINALITY AS u(t, i)`
+
+// probeBody is the statement as a function body: without trailing
+// semicolons (a trailing line comment ends at the newline the caller adds).
+func probeBody(r *sqlscan.Result) string {
+	return strings.TrimRight(r.Normalized, " \t\r\n;")
+}
+
+func volatilityName(v string) string {
+	switch v {
+	case "i":
+		return "immutable"
+	case "s":
+		return "stable"
+	}
+	return "volatile"
+}
+
+// dedupFunctions keeps one entry per schema and name, the most volatile.
+func dedupFunctions(fs []FunctionVerdict) []FunctionVerdict {
+	rank := map[string]int{"immutable": 0, "stable": 1, "volatile": 2}
+	slices.SortFunc(fs, func(a, b FunctionVerdict) int {
+		if c := strings.Compare(a.Schema+"."+a.Name, b.Schema+"."+b.Name); c != 0 {
+			return c
+		}
+		return rank[b.Volatility] - rank[a.Volatility]
+	})
+	return slices.CompactFunc(fs, func(a, b FunctionVerdict) bool { return a.Schema == b.Schema && a.Name == b.Name })
+}
+
+// Write closures: the tables a write to a table may change in the same
+// statement, learned once per table and scope.
+
+// closure is what a write to one table may change.
+type closure struct {
+	tables []string
+	all    bool // triggers, rules or a view: any table
+}
+
+// closureQuery follows cascading foreign keys and inheritance from the
+// named tables, and tells which of them have user triggers or rules.
+const closureQuery = `WITH RECURSIVE w(rel) AS (
+  SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname = ANY($1::text[])
+  UNION
+  SELECT x.rel FROM w, LATERAL (
+    SELECT con.conrelid AS rel FROM pg_catalog.pg_constraint con
+    WHERE con.contype = 'f' AND con.confrelid = w.rel
+      AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
+    UNION ALL SELECT i.inhparent FROM pg_catalog.pg_inherits i WHERE i.inhrelid = w.rel
+    UNION ALL SELECT i.inhrelid FROM pg_catalog.pg_inherits i WHERE i.inhparent = w.rel
+  ) x
+)
+SELECT c.relname::text,
+  c.relkind IN ('v', 'f')
+  OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)
+  OR EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename <> '_RETURN')
+FROM w JOIN pg_catalog.pg_class c ON c.oid = w.rel`
+
+type closureMemo struct {
+	gen uint64
+	mu  sync.Mutex
+	m   map[string]closure
+}
+
+// writeClosure returns the tables a write to tables may change, and false
+// when that may be any table. On PostgreSQL it asks the catalog once per
+// table (on a spare connection); elsewhere the tables are what they are.
+func (sc *scope) writeClosure(ctx context.Context, s *Shield, tables []string) ([]string, bool) {
+	if !sc.postgres || len(tables) == 0 {
+		return tables, true
+	}
+	gen := s.schemaGen.Load()
+	memo := sc.closures.Load()
+	if memo == nil || memo.gen != gen {
+		fresh := &closureMemo{gen: gen, m: map[string]closure{}}
+		if !sc.closures.CompareAndSwap(memo, fresh) {
+			fresh = sc.closures.Load()
+		}
+		memo = fresh
+	}
+	out := slices.Clone(tables)
+	var missing []string
+	memo.mu.Lock()
+	for _, t := range tables {
+		cl, ok := memo.m[tableKey(t)]
+		switch {
+		case !ok:
+			missing = append(missing, t)
+		case cl.all:
+			memo.mu.Unlock()
+			return nil, false
+		default:
+			out = append(out, cl.tables...)
+		}
+	}
+	memo.mu.Unlock()
+	if len(missing) == 0 {
+		return out, true
+	}
+	learned := make(map[string]closure, len(missing))
+	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
+		for _, t := range missing {
+			cl, err := queryClosure(ctx, conn, t)
+			if err != nil {
+				return err
+			}
+			learned[tableKey(t)] = cl
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false // unknown: any table
+	}
+	memo.mu.Lock()
+	if len(memo.m) > maxVerdicts {
+		clear(memo.m)
+	}
+	for k, cl := range learned {
+		memo.m[k] = cl
+	}
+	memo.mu.Unlock()
+	for _, cl := range learned {
+		if cl.all {
+			return nil, false
+		}
+		out = append(out, cl.tables...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), true
+}
+
+func queryClosure(ctx context.Context, conn *pgx.Conn, table string) (closure, error) {
+	name := strings.Trim(table, `"`)
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	// The scanner keeps quoted names exact and folds the others; epochs
+	// fold every name, so ask for both spellings.
+	rows, err := conn.Query(ctx, closureQuery, []string{name, strings.ToLower(name)})
+	if err != nil {
+		return closure{}, err
+	}
+	defer rows.Close()
+	var cl closure
+	for rows.Next() {
+		var rel string
+		var all bool
+		if err := rows.Scan(&rel, &all); err != nil {
+			return closure{}, err
+		}
+		cl.tables = append(cl.tables, tableKey(rel))
+		cl.all = cl.all || all
+	}
+	return cl, rows.Err()
+}
