@@ -636,10 +636,17 @@ func (s *Shield) leave(f *flight, lead bool) bool {
 	return true
 }
 
-// epochs orders writes and flights: every write through the Shield takes the
-// next sequence number and stamps the tables it wrote (or "all" when its
-// tables are unknown); a flight remembers the sequence when it started. A
-// flight may be joined only if none of its tables was written since.
+// epochs orders writes and flights: every write through the Shield (and
+// every write another instance publishes) takes the next sequence number
+// and stamps the tables it wrote (or "all" when its tables are unknown); a
+// flight remembers the sequence when it started. A flight may be joined
+// only if none of its tables was written since.
+//
+// A write's number is taken after the write returned, so a flight whose
+// sequence is s started after every write numbered s or less. Epochs only
+// move forward: two writes to one table may stamp it in either order, and
+// the table keeps the larger number, so a flight that started between them
+// is never taken for newer than the later write.
 type epochs struct {
 	seq atomic.Uint64
 	all atomic.Uint64 // sequence of the last write with unknown tables
@@ -650,24 +657,36 @@ type epochs struct {
 
 func (e *epochs) now() uint64 { return e.seq.Load() }
 
-func (e *epochs) bump(tables []string, known bool) {
+// bump records a write to tables (every table, when not known) and returns
+// the sequence number it took. When it returns, the epoch of each table
+// (or "all") is at least that number.
+func (e *epochs) bump(tables []string, known bool) uint64 {
 	n := e.seq.Add(1)
 	if !known {
-		e.all.Store(n)
-		return
+		for {
+			old := e.all.Load()
+			if old >= n || e.all.CompareAndSwap(old, n) {
+				return n
+			}
+		}
 	}
 	e.mu.Lock()
 	if e.tables == nil {
 		e.tables = make(map[string]uint64)
 	}
 	for _, t := range tables {
-		e.tables[tableKey(t)] = n
+		if k := tableKey(t); e.tables[k] < n {
+			e.tables[k] = n
+		}
 	}
 	e.mu.Unlock()
+	return n
 }
 
 // unchangedSince reports whether no write to tables (any write, when the
-// tables are unknown) happened after sequence seq.
+// tables are unknown) happened after sequence seq. A write whose number was
+// taken but whose tables are not yet stamped is not seen: it has not
+// returned to its caller yet, so a read may still be ordered before it.
 func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
 	if !known {
 		return e.seq.Load() == seq
