@@ -151,8 +151,11 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, r *sqlscan.Re
 	return rows, err
 }
 
-// lookup returns rows over a usable cached entry (fresh, or stale while one
-// background refresh runs), or nil and the expired entry if there is one.
+// lookup returns rows over a cached entry that rd's own policy finds
+// usable (fresh, or stale while one background refresh runs), or nil and,
+// if rd's policy still allows serving it when the origin fails, the entry's
+// result with rd's stale-if-error limit. Freshness is the reader's: an
+// entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	e := st.get(rd.key)
 	if e == nil {
@@ -163,7 +166,12 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		return nil, nil
 	}
 	now := s.opts.Clock.Now()
-	switch e.at(now) {
+	if !now.Before(e.last) {
+		st.del(rd.key) // of no use any more, not even on error
+		return nil, nil
+	}
+	d := s.judge(e, rd.plan.pol)
+	switch d.at(now) {
 	case fresh:
 		if e.empty {
 			s.stats.negHits.Add(1)
@@ -176,7 +184,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 				rd.named.freshHits.Add(1)
 			}
 		}
-		if earlyRefresh(now, e.filled, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+		if earlyRefresh(now, e.filled, d.soft, e.delta, rd.plan.beta(), rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil
@@ -188,11 +196,11 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
 	}
-	if !now.Before(e.last) {
-		st.del(rd.key) // of no use any more, not even on error
-		return nil, nil
+	if !now.Before(d.last) {
+		return nil, nil // too old for this reader, even on error; others may still use it
 	}
-	return nil, e
+	// For stale-if-error, with this reader's limit.
+	return nil, &entry{res: e.res, seq: e.seq, last: d.last}
 }
 
 // fly runs the read through the key's flight.
