@@ -19,14 +19,20 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // entry is a cached result. Everything but the refresh back-off is written
 // once, before the entry is stored.
+//
+// soft, hard and last are the deadlines under the policy of the read that
+// filled it; last also bounds the entry's life in the store. Each later
+// reader judges the entry by its own policy (judge): from filled, with the
+// entry's own jitter draw, within last.
 type entry struct {
 	key    string // the full key, compared on every hit (the store keeps hashes)
 	res    *result
 	empty  bool
 	filled time.Time
-	soft   time.Time // fresh until here
-	hard   time.Time // served stale (and refreshed) until here
-	last   time.Time // served when the origin fails (stale-if-error) until here
+	soft   time.Time // fresh until here (the filler's policy)
+	hard   time.Time // served stale (and refreshed) until here (the filler's policy)
+	last   time.Time // served when the origin fails (stale-if-error) until here; gone after
+	jitter float64   // the entry's jitter draw in [-1, 1], scaled by each reader's fraction
 	delta  time.Duration
 	seq    uint64 // epoch sequence when the flight that filled it started
 	// version is the fleet version of a result written to or read from the
@@ -130,7 +136,7 @@ func (st *store) get(key string) *entry {
 	return nil
 }
 
-// put stores e. It carries its own deadlines: the store evicts by cost
+// put stores e, giving it its jitter draw unless it has one. It carries its own deadlines: the store evicts by cost
 // only (ristretto's TTL buckets never shrink, so with churn they would grow
 // with time rather than with MaxBytes), and a lookup drops an entry past
 // its last use.
@@ -139,6 +145,9 @@ func (st *store) put(e *entry, now time.Time) {
 	defer st.mu.RUnlock()
 	if st.closed || !now.Before(e.last) {
 		return
+	}
+	if e.jitter == 0 {
+		e.jitter = jitterDraw() // the entry's own, from now on
 	}
 	into, other := st.pos, st.neg
 	if e.empty {
@@ -226,19 +235,52 @@ const (
 	expired                  // hard ≤ now: fetch in the foreground (keep for stale-if-error)
 )
 
-func (e *entry) at(now time.Time) freshness {
+// judged holds an entry's deadlines as one reader sees them.
+type judged struct{ soft, hard, last time.Time }
+
+func (d judged) at(now time.Time) freshness {
 	switch {
-	case now.Before(e.soft):
+	case now.Before(d.soft):
 		return fresh
-	case now.Before(e.hard):
+	case now.Before(d.hard):
 		return stale
 	}
 	return expired
 }
 
-// deadlines returns the jittered soft and hard deadlines and the
-// stale-if-error limit of an entry filled now under p.
+// judge returns e's deadlines for a reader under p: p's own windows from
+// the moment e was filled, spread by e's jitter draw with p's fraction (so
+// a reader sees the same deadlines on every hit), and never past e's life
+// in the store. A reader whose policy allows less staleness than the
+// filler's gets earlier deadlines; one that allows more is served while the
+// entry lives (HTTP caches judge a stored response by the request's own
+// max-age alike).
+func (s *Shield) judge(e *entry, p Policy) judged {
+	soft, hard, last := s.deadlinesAt(e.filled, p, e.empty, e.jitter)
+	return judged{soft: earlier(soft, e.last), hard: earlier(hard, e.last), last: earlier(last, e.last)}
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// jitterDraw is an entry's jitter draw: uniform in [-1, 1).
+func jitterDraw() float64 { return 2*rand.Float64() - 1 }
+
+// deadlines returns the soft and hard deadlines and the stale-if-error
+// limit of an entry filled now under p, spread by a fresh jitter draw.
 func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, last time.Time) {
+	return s.deadlinesAt(now, p, empty, jitterDraw())
+}
+
+// deadlinesAt returns the deadlines of an entry filled at filled under p
+// whose jitter draw is u: soft and hard move by p's jitter fraction times u
+// (both the same way, so hard stays at or after soft). Empty results live
+// p.Neg (or p.Soft), with no stale window.
+func (s *Shield) deadlinesAt(filled time.Time, p Policy, empty bool, u float64) (soft, hard, last time.Time) {
 	softD, hardD := p.Soft, p.Hard
 	if hardD < softD {
 		hardD = softD
@@ -257,7 +299,7 @@ func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, las
 	case j < 0:
 		j = 0
 	}
-	softD, hardD = spread(softD, j), spread(hardD, j)
+	softD, hardD = spread(softD, j, u), spread(hardD, j, u)
 	if hardD < softD {
 		hardD = softD
 	}
@@ -268,15 +310,15 @@ func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, las
 	case maxStale < 0:
 		maxStale = 0
 	}
-	return now.Add(softD), now.Add(hardD), now.Add(hardD + maxStale)
+	return filled.Add(softD), filled.Add(hardD), filled.Add(hardD + maxStale)
 }
 
-// spread returns d moved by a uniformly random fraction in [-j, +j].
-func spread(d time.Duration, j float64) time.Duration {
+// spread returns d moved by the fraction j·u (u in [-1, 1]).
+func spread(d time.Duration, j, u float64) time.Duration {
 	if j <= 0 || d <= 0 {
 		return d
 	}
-	return time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+	return time.Duration(float64(d) * (1 + j*u))
 }
 
 // earlyRefresh is XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):

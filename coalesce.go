@@ -150,8 +150,11 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	return rows, err
 }
 
-// lookup returns rows over a usable cached entry (fresh, or stale while one
-// background refresh runs), or nil and the expired entry if there is one.
+// lookup returns rows over a cached entry that rd's own policy finds
+// usable (fresh, or stale while one background refresh runs), or nil and,
+// if rd's policy still allows serving it when the origin fails, the entry's
+// result with rd's stale-if-error limit. Freshness is the reader's: an
+// entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	e := st.get(rd.key)
 	if e == nil {
@@ -162,7 +165,12 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		return nil, nil
 	}
 	now := s.opts.Clock.Now()
-	switch e.at(now) {
+	if !now.Before(e.last) {
+		st.del(rd.key) // of no use any more, not even on error
+		return nil, nil
+	}
+	d := s.judge(e, rd.plan.pol)
+	switch d.at(now) {
 	case fresh:
 		if e.empty {
 			s.stats.negHits.Add(1)
@@ -175,7 +183,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 				rd.named.freshHits.Add(1)
 			}
 		}
-		if earlyRefresh(now, e.filled, e.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+		if earlyRefresh(now, e.filled, d.soft, e.delta, rd.plan.beta(), rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil
@@ -187,11 +195,11 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
 	}
-	if !now.Before(e.last) {
-		st.del(rd.key) // of no use any more, not even on error
-		return nil, nil
+	if !now.Before(d.last) {
+		return nil, nil // too old for this reader, even on error; others may still use it
 	}
-	return nil, e
+	// For stale-if-error, with this reader's limit.
+	return nil, &entry{res: e.res, seq: e.seq, last: d.last}
 }
 
 // fly runs the read through the key's flight.
@@ -635,10 +643,17 @@ func (s *Shield) leave(f *flight, lead bool) bool {
 	return true
 }
 
-// epochs orders writes and flights: every write through the Shield takes the
-// next sequence number and stamps the tables it wrote (or "all" when its
-// tables are unknown); a flight remembers the sequence when it started. A
-// flight may be joined only if none of its tables was written since.
+// epochs orders writes and flights: every write through the Shield (and
+// every write another instance publishes) takes the next sequence number
+// and stamps the tables it wrote (or "all" when its tables are unknown); a
+// flight remembers the sequence when it started. A flight may be joined
+// only if none of its tables was written since.
+//
+// A write's number is taken after the write returned, so a flight whose
+// sequence is s started after every write numbered s or less. Epochs only
+// move forward: two writes to one table may stamp it in either order, and
+// the table keeps the larger number, so a flight that started between them
+// is never taken for newer than the later write.
 type epochs struct {
 	seq atomic.Uint64
 	all atomic.Uint64 // sequence of the last write with unknown tables
@@ -649,24 +664,36 @@ type epochs struct {
 
 func (e *epochs) now() uint64 { return e.seq.Load() }
 
-func (e *epochs) bump(tables []string, known bool) {
+// bump records a write to tables (every table, when not known) and returns
+// the sequence number it took. When it returns, the epoch of each table
+// (or "all") is at least that number.
+func (e *epochs) bump(tables []string, known bool) uint64 {
 	n := e.seq.Add(1)
 	if !known {
-		e.all.Store(n)
-		return
+		for {
+			old := e.all.Load()
+			if old >= n || e.all.CompareAndSwap(old, n) {
+				return n
+			}
+		}
 	}
 	e.mu.Lock()
 	if e.tables == nil {
 		e.tables = make(map[string]uint64)
 	}
 	for _, t := range tables {
-		e.tables[tableKey(t)] = n
+		if k := tableKey(t); e.tables[k] < n {
+			e.tables[k] = n
+		}
 	}
 	e.mu.Unlock()
+	return n
 }
 
 // unchangedSince reports whether no write to tables (any write, when the
-// tables are unknown) happened after sequence seq.
+// tables are unknown) happened after sequence seq. A write whose number was
+// taken but whose tables are not yet stamped is not seen: it has not
+// returned to its caller yet, so a read may still be ordered before it.
 func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
 	if !known {
 		return e.seq.Load() == seq

@@ -62,8 +62,8 @@ func (s *Shield) sharedKey(rd *read) string {
 }
 
 // fetchShared returns the L2 value of rd if it is usable now: decodable,
-// newer than every write published to its tables, and not past its hard
-// deadline. It returns the entry for L1 (not yet stored) and the value's
+// newer than every write published to its tables, and not expired by rd's
+// own policy (its fill time plus rd's hard, within the value's life). It returns the entry for L1 (not yet stored) and the value's
 // version (0 when there is no usable value).
 func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
 	ts := s.tier
@@ -93,7 +93,10 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 			"error", err, "fingerprint", fingerprint(rd.r.Normalized))
 		return nil, nil
 	}
-	if !s.opts.Clock.Now().Before(e.hard) {
+	// The value's deadlines are the filler's; this reader judges it by its
+	// own policy from the moment it was filled, within the value's life.
+	e.jitter = jitterDraw()
+	if s.judge(e, rd.plan.pol).at(s.opts.Clock.Now()) == expired {
 		return nil, nil
 	}
 	e.key, e.version, e.seq, e.tables, e.known = rd.key, v.Version, seq, rd.tables, rd.known
@@ -227,7 +230,8 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
 	newer := func() *entry {
 		e, err := s.fetchShared(ctx, rd, f.seq)
-		if err != nil || e == nil || e.version <= rd.prevVersion || e.at(s.opts.Clock.Now()) != fresh {
+		if err != nil || e == nil || e.version <= rd.prevVersion ||
+			s.judge(e, rd.plan.pol).at(s.opts.Clock.Now()) != fresh {
 			return nil
 		}
 		return e
