@@ -88,34 +88,40 @@ func TestVerdictPerSessionValues(t *testing.T) {
 				scalar[int](t, ctx, c, fmt.Sprintf(`%sSELECT %d AS %s`, off, i, tag))
 			}
 		}
-		count := `SELECT count(*) FROM pg_prepared_statements`
-		compare := func(what string) (n1, n2 int64) {
+		// compare reads count on each session, in the order given, under a
+		// TTL and with sharing off, and returns the sessions' own counts.
+		compare := func(what, count string, sessions ...*sql.Conn) []int64 {
 			t.Helper()
-			for _, c := range []*sql.Conn{c1, c2} {
+			for _, c := range sessions {
 				scalar[int64](t, ctx, c, count)
 				scalar[int64](t, ctx, c, off+count)
 			}
-			for i, c := range []*sql.Conn{c1, c2} {
+			own := make([]int64, len(sessions))
+			for i, c := range sessions {
 				got, want := scalar[int64](t, ctx, c, count), scalar[int64](t, ctx, c, off+count)
 				if got != want {
-					t.Errorf("%s: session %d read %d prepared statements under a TTL, its own count is %d", what, i+1, got, want)
+					t.Errorf("%s: %s on a session gave %d under a TTL, the session's own count is %d", what, count, got, want)
 				}
-				if i == 0 {
-					n1 = want
-				} else {
-					n2 = want
-				}
+				own[i] = want
 			}
-			return n1, n2
+			return own
 		}
+		count := `SELECT count(*) FROM pg_prepared_statements`
 		prepare(c2, "two", 12)
-		n1, n2 := compare("12 more on session 2")
-		if n2 <= n1 {
-			t.Fatalf("session 2 has %d prepared statements, session 1 %d: the setup did not prepare", n2, n1)
+		n := compare("12 more on session 2", count, c1, c2)
+		if n[1] <= n[0] {
+			t.Fatalf("session 2 has %d prepared statements, session 1 %d: the setup did not prepare", n[1], n[0])
 		}
 		prepare(c1, "one", 20)
-		if m1, _ := compare("20 more on session 1"); m1 < n1+20 {
-			t.Errorf("session 1 has %d prepared statements after preparing 20 more than %d", m1, n1)
+		if m := compare("20 more on session 1", count, c1, c2); m[0] < n[0]+20 {
+			t.Errorf("session 1 has %d prepared statements after preparing 20 more than %d", m[0], n[0])
+		}
+		// DEALLOCATE ALL empties session 1; a new statement text (pgx's
+		// cache still names the old ones), read first on session 2.
+		mustExec(t, c1, off+"DEALLOCATE ALL")
+		m := compare("after DEALLOCATE ALL on session 1", `SELECT count(*) AS n FROM pg_prepared_statements`, c2, c1)
+		if m[1] >= m[0] {
+			t.Errorf("after DEALLOCATE ALL session 1 has %d prepared statements, session 2 %d", m[1], m[0])
 		}
 	})
 }
