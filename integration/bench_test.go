@@ -88,7 +88,7 @@ func BenchmarkHerd(b *testing.B) {
 	g := newGateFunc(b, admin, dsn, "herdb", "TABLE(answer int, label text)",
 		`PERFORM pg_sleep(0.005);
 	RETURN QUERY SELECT 42, 'herd'::text;`)
-	query := fmt.Sprintf(`/* sqlflight: coalesce name=bench_herd */ SELECT * FROM %s()`, g.fn)
+	query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s name=bench_herd */ SELECT * FROM %[1]s()`, g.fn)
 	sideBySide(b, dsn, func(b *testing.B, db *sql.DB) {
 		// Leave room under max_connections for raw pgx.
 		db.SetMaxOpenConns(herdCallers)

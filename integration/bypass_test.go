@@ -250,7 +250,7 @@ func TestSessionBypass(t *testing.T) {
 		db, sh := openFlight(t, withDSNParams(t, dsn, "search_path", a, "application_name", app))
 		g := newGate(t, admin, dsn, "gate")
 		plain := `SELECT string_agg(v, ',' ORDER BY v) FROM t`
-		gated := fmt.Sprintf(`/* sqlflight: coalesce */ SELECT string_agg(t.v, ',' ORDER BY t.v) FROM %s() AS g CROSS JOIN t`, g.fn)
+		gated := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT string_agg(t.v, ',' ORDER BY t.v) FROM %[1]s() AS g CROSS JOIN t`, g.fn)
 		const fromA, fromB, fromTemp = "a1,a2", "b1", "temp1"
 
 		if got := readString(t, ctx, db, plain); got != fromA {

@@ -57,7 +57,7 @@ func TestExpiryHerd(t *testing.T) {
 	run := func(t *testing.T, dsn, annotation string) (execs, elapsedPeriods int64, elapsed time.Duration, st sqlflight.Stats) {
 		ctx := testContext(t, testTimeout)
 		g := newGateFunc(t, admin, dsn, "expiry", "int", expiryHerdTail)
-		query := fmt.Sprintf(`/* sqlflight: %s */ SELECT %s()`, annotation, g.fn)
+		query := fmt.Sprintf(`/* sqlflight: %[1]s pure=%[2]s */ SELECT %[2]s()`, annotation, g.fn)
 		db, sh := openFlight(t, dsn)
 
 		var (
@@ -574,7 +574,7 @@ $fn$`, fn, seq, table))
 			fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, seq),
 			"DROP TABLE IF EXISTS "+table)
 		// The function reads the table; tables= says so to the Shield.
-		query := fmt.Sprintf(`/* sqlflight: ttl=1m neg=1s jitter=0%% tables=%s */ SELECT id, label FROM %s($1)`, table, fn)
+		query := fmt.Sprintf(`/* sqlflight: ttl=1m neg=1s jitter=0%% tables=%[1]s pure=%[2]s */ SELECT id, label FROM %[2]s($1)`, table, fn)
 		db, sh := openFlight(t, dsn)
 		execs := func() int64 { return sequenceCalls(t, admin, seq) }
 		lookup := func(want int) (string, error) {

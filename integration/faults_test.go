@@ -146,7 +146,7 @@ $fn$`, fn, logTable))
 	proxy.SetLatency(latency)
 
 	// Distinct arguments: 40 keys, 40 flights, none can coalesce.
-	query := fmt.Sprintf(`/* sqlflight: coalesce name=fault_herd */ SELECT %s($1::int)`, fn)
+	query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s name=fault_herd */ SELECT %[1]s($1::int)`, fn)
 	type outcome struct {
 		k, got int
 		err    error

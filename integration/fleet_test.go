@@ -283,7 +283,7 @@ func (f *fleetSetup) readLabel(t *testing.T, nd *fleetNode) string {
 
 // slowQuery is the 50 ms counted query under an annotation.
 func (f *fleetSetup) slowQuery(annotation string) string {
-	return fmt.Sprintf(`/* sqlflight: %s tables=%s */ SELECT answer, label FROM %s($1)`, annotation, f.table, f.fn)
+	return fmt.Sprintf(`/* sqlflight: %[1]s tables=%[2]s pure=%[3]s */ SELECT answer, label FROM %[3]s($1)`, annotation, f.table, f.fn)
 }
 
 func (f *fleetSetup) executions(t *testing.T) int64 {

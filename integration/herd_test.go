@@ -100,7 +100,7 @@ func TestHerdOneExecution(t *testing.T) {
 		t.Run("gated", func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
 			g := newGateFunc(t, admin, dsn, "herd", "TABLE(answer int, label text)", herdTail)
-			query := fmt.Sprintf(`/* sqlflight: coalesce name=herd */ SELECT * FROM %s()`, g.fn)
+			query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s name=herd */ SELECT * FROM %[1]s()`, g.fn)
 			db, sh := openFlight(t, dsn)
 
 			var wg sync.WaitGroup
@@ -140,7 +140,7 @@ func TestHerdOneExecution(t *testing.T) {
 		t.Run("ungated", func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
 			g := newGateFunc(t, admin, dsn, "herd", "TABLE(answer int, label text)", herdTail)
-			query := fmt.Sprintf(`/* sqlflight: coalesce name=herd */ SELECT * FROM %s()`, g.fn)
+			query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s name=herd */ SELECT * FROM %[1]s()`, g.fn)
 			db, sh := openFlight(t, dsn)
 
 			var wg sync.WaitGroup
@@ -171,7 +171,7 @@ func TestLazyConnections(t *testing.T) {
 	app := "sqlflight_lazy_" + uniqueID(t)
 	dsn := withDSNParams(t, base, "application_name", app)
 	g := newGateFunc(t, admin, dsn, "herd", "TABLE(answer int, label text)", herdTail)
-	query := fmt.Sprintf(`/* sqlflight: coalesce */ SELECT * FROM %s()`, g.fn)
+	query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT * FROM %[1]s()`, g.fn)
 	db, sh := openFlight(t, dsn)
 	const callers = 200
 
@@ -231,7 +231,7 @@ func TestCancelFollowerLeavesAtOnce(t *testing.T) {
 		setup := func(t *testing.T) (*sql.DB, *sqlflight.Shield, *gate, string) {
 			g := newGateFunc(t, admin, dsn, "herd", "TABLE(answer int, label text)", herdTail)
 			db, sh := openFlight(t, dsn)
-			return db, sh, g, fmt.Sprintf(`/* sqlflight: coalesce */ SELECT * FROM %s()`, g.fn)
+			return db, sh, g, fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT * FROM %[1]s()`, g.fn)
 		}
 		// call runs the query on its own goroutine and reports its outcome.
 		call := func(ctx context.Context, db *sql.DB, query string, wg *sync.WaitGroup) <-chan herdOutcome {
@@ -393,18 +393,18 @@ func TestOversizeNotShared(t *testing.T) {
 	}{
 		{
 			name:  "maxrows annotation",
-			query: `/* sqlflight: coalesce maxrows=10 */ SELECT n, 'x' AS s FROM %s() AS g CROSS JOIN generate_series(1, 100) AS n ORDER BY n`,
+			query: `/* sqlflight: coalesce pure=%[1]s maxrows=10 */ SELECT n, 'x' AS s FROM %[1]s() AS g CROSS JOIN generate_series(1, 100) AS n ORDER BY n`,
 			rows:  100, rowSize: 1,
 		},
 		{
 			name:  "maxbytes annotation",
-			query: `/* sqlflight: coalesce maxbytes=1KiB */ SELECT n, repeat('x', 100000) AS s FROM %s() AS g CROSS JOIN generate_series(1, 3) AS n ORDER BY n`,
+			query: `/* sqlflight: coalesce pure=%[1]s maxbytes=1KiB */ SELECT n, repeat('x', 100000) AS s FROM %[1]s() AS g CROSS JOIN generate_series(1, 3) AS n ORDER BY n`,
 			rows:  3, rowSize: 100000,
 		},
 		{
 			name:  "MaxRows option",
 			opts:  []sqlflight.Option{sqlflight.Options{MaxResultRows: 5}},
-			query: `/* sqlflight: coalesce */ SELECT n, 'x' AS s FROM %s() AS g CROSS JOIN generate_series(1, 6) AS n ORDER BY n`,
+			query: `/* sqlflight: coalesce pure=%[1]s */ SELECT n, 'x' AS s FROM %[1]s() AS g CROSS JOIN generate_series(1, 6) AS n ORDER BY n`,
 			rows:  6, rowSize: 1,
 		},
 	}

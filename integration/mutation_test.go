@@ -33,7 +33,7 @@ func TestRawBytesMutationIsolated(t *testing.T) {
 		ctx := testContext(t, testTimeout)
 		db, sh := openFlight(t, dsn)
 		g := newGate(t, admin, dsn, "gate")
-		query := fmt.Sprintf(`/* sqlflight: coalesce */ SELECT t.id, t.b, t.b AS b2, t.s FROM %s() AS g CROSS JOIN %s AS t ORDER BY t.id`, g.fn, table)
+		query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT t.id, t.b, t.b AS b2, t.s FROM %[1]s() AS g CROSS JOIN %[2]s AS t ORDER BY t.id`, g.fn, table)
 		before := sh.Stats()
 
 		type opened struct {

@@ -23,7 +23,7 @@ func TestPreparedStatementsShare(t *testing.T) {
 			t.Fatal(err)
 		}
 		warm.Close()
-		stmt, err := db.PrepareContext(ctx, fmt.Sprintf(`/* sqlflight: coalesce */ SELECT %s() + $1::int`, g.fn))
+		stmt, err := db.PrepareContext(ctx, fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT %[1]s() + $1::int`, g.fn))
 		if err != nil {
 			t.Fatal(err)
 		}

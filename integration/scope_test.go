@@ -36,7 +36,7 @@ func TestScopesNeverShare(t *testing.T) {
 	run := func(t *testing.T, sh *sqlflight.Shield, dbA, dbB *sql.DB) {
 		ctx := testContext(t, testTimeout)
 		g := newGate(t, admin, base, "gate")
-		query := fmt.Sprintf(`/* sqlflight: coalesce */ SELECT string_agg(t.v, ',' ORDER BY t.v) FROM %s() AS g CROSS JOIN t`, g.fn)
+		query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT string_agg(t.v, ',' ORDER BY t.v) FROM %[1]s() AS g CROSS JOIN t`, g.fn)
 		before := sh.Stats()
 		var wg sync.WaitGroup
 		defer wg.Wait()

@@ -311,7 +311,7 @@ func TestTypesRoundTrip(t *testing.T) {
 		ctx := testContext(t, testTimeout)
 		raw := openRaw(t, dsn)
 		g := newGate(t, admin, dsn, "gate")
-		query := fmt.Sprintf(`/* sqlflight: coalesce name=types */ SELECT t.* FROM %s() AS g CROSS JOIN %s AS t ORDER BY t.id`, g.fn, table)
+		query := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s name=types */ SELECT t.* FROM %[1]s() AS g CROSS JOIN %[2]s AS t ORDER BY t.id`, g.fn, table)
 
 		want := map[scanMode]result{}
 		for _, m := range []scanMode{scanAny, scanRawBytes, scanTyped} {
