@@ -110,10 +110,13 @@ func parseCorpusFile(t *testing.T, path string) []*corpusEntry {
 		}
 	}
 	var (
-		out    []*corpusEntry
-		cur    *corpusEntry
-		body   []string
-		inHead bool
+		out  []*corpusEntry
+		cur  *corpusEntry
+		body []string
+		// hasSQL: the current entry has statement text, so the next
+		// header line starts a new entry (comment lines between header
+		// lines do not).
+		hasSQL bool
 	)
 	flush := func() {
 		if cur == nil {
@@ -143,18 +146,20 @@ func parseCorpusFile(t *testing.T, path string) []*corpusEntry {
 		line := sc.Text()
 		m := corpusHeader.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {
-			inHead = false
+			trimmed := strings.TrimSpace(line)
+			isSQL := trimmed != "" && !strings.HasPrefix(trimmed, "--")
 			if cur != nil {
 				body = append(body, line)
-			} else if strings.TrimSpace(line) != "" && !strings.HasPrefix(strings.TrimSpace(line), "--") {
+				hasSQL = hasSQL || isSQL
+			} else if isSQL {
 				t.Fatalf("%s:%d: statement text before any header", path, ln)
 			}
 			continue
 		}
-		if !inHead {
+		if cur == nil || hasSQL {
 			flush()
 			cur = &corpusEntry{file: filepath.Base(path), line: ln, class: defClass}
-			inHead = true
+			hasSQL = false
 		}
 		key, val := m[1], strings.TrimSpace(m[2])
 		switch key {
@@ -197,7 +202,7 @@ func parseCorpusFile(t *testing.T, path string) []*corpusEntry {
 }
 
 // parseCorpusArgs reads a comma-separated list of SQL-ish literals: integers,
-// numbers, 'quoted strings' ('' inside), true/false and null.
+// numbers, 'quoted strings' (” inside), true/false and null.
 func parseCorpusArgs(t *testing.T, where, s string) []any {
 	var out []any
 	for s = strings.TrimSpace(s); s != ""; {
@@ -343,7 +348,10 @@ func (o *corpusOracle) judge(ctx context.Context, e *corpusEntry) (oracleVerdict
 	if _, err := o.conn.Exec(ctx, "BEGIN READ ONLY"); err != nil {
 		return v, err
 	}
-	defer func() { _, _ = o.conn.Exec(context.Background(), "ROLLBACK") }()
+	defer func() {
+		// Session-level advisory locks survive the rollback.
+		_, _ = o.conn.Exec(context.Background(), "ROLLBACK; SELECT pg_advisory_unlock_all()", pgx.QueryExecModeSimpleProtocol)
+	}()
 	setup := "SET LOCAL statement_timeout = '20s'"
 	if o.super {
 		setup += "; SET LOCAL track_functions = 'all'"

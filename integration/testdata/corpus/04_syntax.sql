@@ -137,6 +137,7 @@ SELECT 'users'::regclass::text
 SELECT id FROM users ORDER BY 1 DESC LIMIT ALL OFFSET 0
 
 -- @class syntax
+-- @conservative TABLESAMPLE is refused by the scanner even with REPEATABLE
 SELECT id FROM users TABLESAMPLE SYSTEM (100) REPEATABLE (1)
 
 -- @class syntax

@@ -70,5 +70,5 @@ SELECT /* sqlflight: nocache */ id FROM users
 SELECT /* sqlflight: off */ id FROM users
 
 -- @class annotations
--- @expect never
+-- nocoalesce: every caller queries, but the result may be cached.
 SELECT /* sqlflight: nocoalesce */ id FROM users
