@@ -532,7 +532,8 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
 		known: rd.known, version: rd.version}
-	e.soft, e.hard, e.last = s.deadlines(now, rd.plan.pol, e.empty)
+	e.jitter = jitterDraw()
+	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
 	st.put(e, now)
 	s.stats.fills.Add(1)
 	return e

@@ -59,8 +59,9 @@ type ServerVerdict struct {
 	PerSession []string `json:"per_session"`
 	// TimeDependent: the result depends on the clock.
 	TimeDependent bool `json:"time_dependent"`
-	// UserFunctions: it calls non-built-in functions (cached only under the
-	// statement's own TTL unless they are all IMMUTABLE).
+	// UserFunctions: it calls functions that are not part of PostgreSQL
+	// (cached only under the statement's own TTL: their declared volatility
+	// is the user's word, not the server's).
 	UserFunctions bool `json:"user_functions"`
 }
 
@@ -292,6 +293,13 @@ var perSessionFuncs = map[string]bool{
 	"pg_stat_get_xact_function_total_time": true, "pg_stat_get_xact_function_self_time": true,
 }
 
+// tempSchemaFuncs name the session's temporary schema. The catalog's own
+// views (information_schema) call them only to hide other sessions'
+// temporary objects, which a clean session (one that made none) never
+// sees: reached through a view they do not make a read per-session; called
+// by the statement itself they do.
+var tempSchemaFuncs = map[string]bool{"pg_my_temp_schema": true, "pg_is_other_temp_schema": true}
+
 // timeFuncs are built-ins whose value follows the clock (STABLE ones; the
 // VOLATILE ones are never shared anyway).
 var timeFuncs = map[string]bool{
@@ -418,6 +426,10 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 		return sv, nil, err
 	}
 	names := map[string]bool{}
+	own := map[string]bool{} // functions the statement's own text calls
+	for _, f := range r.Functions {
+		own[strings.TrimPrefix(f, "pg_catalog.")] = true
+	}
 	scans := []*sqlscan.Result{r}
 	for _, t := range texts {
 		scans = append(scans, sqlscan.Parse(t))
@@ -472,7 +484,7 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 	for _, f := range sv.Functions {
 		full := f.Schema + "." + f.Name
 		switch {
-		case f.Builtin && perSessionFuncs[f.Name]:
+		case f.Builtin && perSessionFuncs[f.Name] && (!tempSchemaFuncs[f.Name] || own[f.Name]):
 			sv.PerSession = append(sv.PerSession, full)
 		case f.Volatility == "volatile":
 			sv.Volatile = append(sv.Volatile, full)
@@ -481,9 +493,7 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			sv.TimeDependent = true
 		}
 		if !f.Builtin {
-			if f.Volatility != "immutable" {
-				sv.UserFunctions = true
-			}
+			sv.UserFunctions = true
 			if f.Opaque {
 				sv.TablesKnown = false
 			}

@@ -683,7 +683,7 @@ func TestCorpusDifferential(t *testing.T) {
 			continue
 		}
 		cat := categorize(e, v)
-		x, err := explainDB(ctx, db, e.sql)
+		x, err := sqlflight.ExplainDB(ctx, db, e.sql)
 		if err != nil {
 			mismatches = append(mismatches, fmt.Sprintf("%s [%s/%s] %s: explain: %v", e.where(), e.class, cat, abbrev(e.sql), err))
 			bump(byClass, e.class, true)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight"
 )
@@ -24,13 +28,18 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the explanation as indented JSON")
+	dsn := fs.String("dsn", "", "a PostgreSQL DSN (postgres://…): ask the server for its verdict (functions and their volatility, base tables, write closure)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sqlflight explain [-json] ["<SQL>" | -]
+		fmt.Fprint(fs.Output(), `Usage: sqlflight explain [-json] [-dsn postgres://…] ["<SQL>" | -]
 
 Explain tells how sqlflight would route one statement on a clean connection
 outside a transaction, with the default options: whether identical in-flight
 calls share one query, whether the result is cached, and why not. With no
 statement or "-", the statement is read from standard input.
+
+Without -dsn the verdict is the scanner's alone (provisional): the server
+has the last word on what a statement really calls and reads. With -dsn the
+statement is planned on that server (never run) and the verdict is final.
 
 Flags:
 `)
@@ -62,7 +71,20 @@ Flags:
 
 	s := sqlflight.New()
 	defer s.Close()
-	x := s.Explain(ctx, query)
+	var x sqlflight.Explanation
+	if *dsn == "" {
+		x = s.Explain(ctx, query)
+	} else {
+		c, err := s.Wrap(stdlib.GetDefaultDriver()).(driver.DriverContext).OpenConnector(*dsn)
+		if err != nil {
+			return fmt.Errorf("%w: -dsn: %v", errUsage, err)
+		}
+		db := sql.OpenDB(c)
+		defer db.Close()
+		if x, err = sqlflight.ExplainDB(ctx, db, query); err != nil {
+			return fmt.Errorf("asking the server: %w", err)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -117,6 +139,28 @@ func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 	line("reads", "%s", tables)
 	line("writes", "%s", list(x.Writes))
 	line("functions", "%s", functions(x.Functions, x.Unknown))
+	if x.Server != nil {
+		var fs []string
+		for _, f := range x.Server.Functions {
+			s := f.Schema + "." + f.Name + " (" + f.Volatility
+			if f.PerSession {
+				s += ", per-session"
+			}
+			if f.Opaque {
+				s += ", opaque body"
+			}
+			fs = append(fs, s+")")
+		}
+		line("server", "verdict of the server: calls %s", list(fs))
+	} else if x.Provisional != "" {
+		line("server", "%s", x.Provisional)
+	}
+	switch {
+	case x.WritesAll:
+		line("changes", "any table (DDL, triggers, rules, volatile functions or unknown targets)")
+	case len(x.WriteClosure) > 0:
+		line("changes", "%s", list(x.WriteClosure))
+	}
 	line("normalized", "%s", x.Normalized)
 	line("fingerprint", "%s", x.Fingerprint)
 	pol := policyFields(x.Policy)

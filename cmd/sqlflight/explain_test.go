@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight"
 )
@@ -135,5 +140,57 @@ func TestExplainUsage(t *testing.T) {
 	}
 	if code, _, errOut := explainCmd(t, "", "-h"); code != exitOK || !strings.Contains(errOut, "Usage: sqlflight explain") {
 		t.Errorf("-h: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestExplainServerVerdict: with -dsn the verdict is the server's: a view
+// over a VOLATILE function is refused although the text names no function,
+// and a delete says which tables its cascade reaches.
+func TestExplainServerVerdict(t *testing.T) {
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_POSTGRES_DSN is not set but SQLFLIGHT_REQUIRE_INTEGRATION=1")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN is not set")
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+	parent, child, fn, view := "xp_"+id, "xc_"+id, "xf_"+id, "xv_"+id
+	for _, s := range []string{
+		"CREATE TABLE " + parent + " (id int PRIMARY KEY)",
+		"CREATE TABLE " + child + " (id int PRIMARY KEY, p int REFERENCES " + parent + " ON DELETE CASCADE)",
+		"CREATE FUNCTION " + fn + "() RETURNS int LANGUAGE plpgsql AS $$BEGIN RETURN 1; END$$",
+		"CREATE VIEW " + view + " AS SELECT id, " + fn + "() AS f FROM " + parent,
+	} {
+		if _, err := admin.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		_, _ = admin.Exec("DROP VIEW IF EXISTS " + view)
+		_, _ = admin.Exec("DROP FUNCTION IF EXISTS " + fn + "()")
+		_, _ = admin.Exec("DROP TABLE IF EXISTS " + child + ", " + parent)
+	}()
+
+	code, out, errOut := explainCmd(t, "", "-dsn", dsn, "SELECT * FROM "+view)
+	if code != 0 || !strings.Contains(out, "shared:      no") || !strings.Contains(out, fn+" (volatile, opaque body)") {
+		t.Errorf("view over a volatile function: code %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = explainCmd(t, "", "-json", "-dsn", dsn, "DELETE FROM "+parent)
+	var x sqlflight.Explanation
+	if err := json.Unmarshal([]byte(out), &x); code != 0 || err != nil {
+		t.Fatalf("code %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if strings.Join(x.WriteClosure, ",") != child+","+parent || x.WritesAll {
+		t.Errorf("write closure %v (all %v), want the cascade's child and the parent", x.WriteClosure, x.WritesAll)
+	}
+	code, out, _ = explainCmd(t, "", "SELECT * FROM "+view)
+	if code != 0 || !strings.Contains(out, "the server was not asked") {
+		t.Errorf("without -dsn the verdict must say it is provisional:\n%s", out)
 	}
 }
