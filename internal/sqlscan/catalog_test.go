@@ -1,0 +1,127 @@
+package sqlscan
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// liveDB opens the PostgreSQL named by SQLFLIGHT_POSTGRES_DSN. Without it the test is skipped,
+// unless SQLFLIGHT_REQUIRE_INTEGRATION=1, which makes a missing server a failure.
+func liveDB(t *testing.T) *sql.DB {
+	t.Helper()
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_REQUIRE_INTEGRATION=1 but SQLFLIGHT_POSTGRES_DSN is not set")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN is not set: the function tables cannot be checked against a server")
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("SQLFLIGHT_POSTGRES_DSN: %v", err)
+	}
+	return db
+}
+
+// liveTx begins a transaction that the test rolls back, with the extensions whose functions
+// the tables name created inside it when the server has them (CREATE EXTENSION is
+// transactional: nothing outlives the test).
+func liveTx(t *testing.T, db *sql.DB) (context.Context, *sql.Tx) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	for _, ext := range []string{"hstore", "pgcrypto", "pg_trgm", "cube"} {
+		var avail bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = $1)`, ext).Scan(&avail); err != nil {
+			t.Fatal(err)
+		}
+		if !avail {
+			t.Logf("extension %s is not available: its functions are not checked", ext)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS "`+ext+`"`); err != nil {
+			t.Fatalf("create extension %s: %v", ext, err)
+		}
+	}
+	return ctx, tx
+}
+
+// TestFunctionTableAgainstServer checks every name the scanner vouches for against pg_proc of a
+// live server: a safe name (Shareable) or a time name (InFlightOnly) with a VOLATILE overload
+// among the built-ins (pg_catalog or extension members) is a wrong verdict.
+func TestFunctionTableAgainstServer(t *testing.T) {
+	db := liveDB(t)
+	ctx, tx := liveTx(t, db)
+
+	var names []string
+	class := map[string]fnClass{}
+	for n, fi := range funcs {
+		if fi.class == fnSafe || fi.class == fnTime {
+			names = append(names, n)
+			class[n] = fi.class
+		}
+	}
+	slices.Sort(names)
+
+	rows, err := tx.QueryContext(ctx, `
+		SELECT p.proname, p.oid::regprocedure::text, p.provolatile::text
+		FROM pg_proc p
+		WHERE p.proname = ANY($1)
+		  AND (p.pronamespace = 'pg_catalog'::regnamespace
+		       OR EXISTS (SELECT 1 FROM pg_depend d
+		                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'))
+		ORDER BY 1, 2`, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	found := map[string]bool{}
+	checked := 0
+	for rows.Next() {
+		var name, sig, vol string
+		if err := rows.Scan(&name, &sig, &vol); err != nil {
+			t.Fatal(err)
+		}
+		found[name] = true
+		checked++
+		if vol == "v" {
+			what := "safe (Shareable)"
+			if class[name] == fnTime {
+				what = "time-dependent (InFlightOnly)"
+			}
+			t.Errorf("%s is VOLATILE but the scanner calls %s %s", sig, name, what)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, n := range names {
+		if !found[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(found) < len(names)/2 {
+		t.Fatalf("only %d of %d names found in pg_proc: the query is wrong", len(found), len(names))
+	}
+	t.Logf("%d names, %d overloads checked; not in this server's pg_proc (special syntax, newer "+
+		"versions or extensions not installed): %s", len(names), checked, strings.Join(missing, " "))
+}
