@@ -125,3 +125,61 @@ func TestFunctionTableAgainstServer(t *testing.T) {
 	t.Logf("%d names, %d overloads checked; not in this server's pg_proc (special syntax, newer "+
 		"versions or extensions not installed): %s", len(names), checked, strings.Join(missing, " "))
 }
+
+// TestKeywordFunctionNamesAgainstServer asks the server, for every keyword it knows, whether
+// "SELECT word(1)" calls a user function named word (created inside a rolled-back
+// transaction), and checks that the scanner records a call wherever the server makes one, in
+// the select list, in WHERE and in FROM.
+func TestKeywordFunctionNamesAgainstServer(t *testing.T) {
+	db := liveDB(t)
+	ctx, tx := liveTx(t, db)
+	rows, err := tx.QueryContext(ctx, `SELECT word, catcode FROM pg_get_keywords() ORDER BY word`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type kw struct{ word, cat string }
+	var words []kw
+	for rows.Next() {
+		var k kw
+		if err := rows.Scan(&k.word, &k.cat); err != nil {
+			t.Fatal(err)
+		}
+		words = append(words, k)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	callable := 0
+	for _, k := range words {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT kw"); err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		q := `CREATE FUNCTION public."` + k.word + `"(int) RETURNS int LANGUAGE sql AS 'SELECT 424242'`
+		if _, err := tx.ExecContext(ctx, q); err == nil {
+			var v int
+			ok = tx.QueryRowContext(ctx, "SELECT "+k.word+"(1)").Scan(&v) == nil && v == 424242
+		}
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT kw"); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			continue
+		}
+		callable++
+		for _, sql := range []string{
+			"SELECT " + k.word + "(1)",
+			"SELECT a FROM t WHERE " + k.word + "(1) > 0",
+			"SELECT * FROM " + k.word + "(1)",
+			"SELECT " + strings.ToUpper(k.word) + "(1)",
+		} {
+			if r := Parse(sql); !slices.Contains(r.Functions, k.word) {
+				t.Errorf("%s (keyword category %s): the server calls function %s, the scanner records %q", sql, k.cat, k.word, r.Functions)
+			}
+		}
+	}
+	if callable < 100 {
+		t.Fatalf("only %d keywords are callable: the probe is wrong", callable)
+	}
+	t.Logf("%d keywords, %d callable as function names", len(words), callable)
+}

@@ -135,7 +135,9 @@ func hiddenWrite(sql string) string {
 		case kwInto:
 			return "INTO"
 		case kwTablesample:
-			return "TABLESAMPLE"
+			if j+1 >= len(toks) || toks[j+1].kind != tLParen { // tablesample(…) is a call
+				return "TABLESAMPLE"
+			}
 		case kwFor:
 			switch kw(j + 1) {
 			case kwUpdate, kwShare:
