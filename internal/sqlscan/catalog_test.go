@@ -183,3 +183,64 @@ func TestKeywordFunctionNamesAgainstServer(t *testing.T) {
 	}
 	t.Logf("%d keywords, %d callable as function names", len(words), callable)
 }
+
+// timeInputs is a corpus of date/time inputs: clock-relative ones in many spellings, absolute
+// ones (far from today), and near misses.
+var timeInputs = []string{
+	"now", " now ", "NOW", "Now", "\tnow\n", "now UTC", "now+1", "now zulu", "now 10:00", "now()",
+	"today", "today 10:00", "10:00 today", "today,10:00", "today+02", "today10:00", "today_10:00",
+	"today allballs", "allballs today", "today 10:00 +02", "today J", "today_", "today-1", "today.5",
+	"tomorrow", "TOMORROW 23:59", "tomorrow midnight", "tomorrow_midnight", "yesterday",
+	"yesterday 00:00:00 UTC", "Today Tomorrow", "now,today",
+	"todayx", "todayT10:00", "todayt", "nowZ", "now1", "1now", "xnow", "nowhere", "tod", "to day",
+	"n ow", "current", "epoch", "infinity", "-infinity", "allballs", "2001-02-03",
+	"2001-02-03 04:05:06", "J2451187", "10:00", "04:05 PM", "2001-02-03T04:05:06Z",
+}
+
+// TestTimeWordAgainstServer feeds every input to the server's date, timestamp, timestamptz,
+// time and timetz input functions and checks that TimeWord says yes wherever the value is
+// relative to the clock (a date within two days of today, or a time equal to the
+// transaction's local time).
+func TestTimeWordAgainstServer(t *testing.T) {
+	db := liveDB(t)
+	ctx, tx := liveTx(t, db)
+	checks := []struct{ typ, relative string }{
+		{"date", "v BETWEEN current_date - 2 AND current_date + 2"},
+		{"timestamp", "v::date BETWEEN current_date - 2 AND current_date + 2"},
+		{"timestamptz", "v::date BETWEEN current_date - 2 AND current_date + 2"},
+		{"time", "v = localtime"},
+		{"timetz", "v::time = localtime"},
+	}
+	// Inputs with a zone (now UTC) are compared in that zone.
+	if _, err := tx.ExecContext(ctx, "SET LOCAL TimeZone = 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
+	relative := 0
+	for _, in := range timeInputs {
+		for _, ck := range checks {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT tw"); err != nil {
+				t.Fatal(err)
+			}
+			var rel bool
+			err := tx.QueryRowContext(ctx, `SELECT `+ck.relative+` FROM (SELECT $1::text::`+ck.typ+` AS v) s`, in).Scan(&rel)
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT tw"); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil { // the server rejects the input: nothing to compare
+				continue
+			}
+			if rel {
+				relative++
+			}
+			if rel && !TimeWord(in) {
+				t.Errorf("%q::%s depends on the clock, TimeWord says no", in, ck.typ)
+			}
+			if !rel && TimeWord(in) {
+				t.Errorf("%q::%s is absolute, TimeWord says yes", in, ck.typ)
+			}
+		}
+	}
+	if relative < 20 {
+		t.Fatalf("only %d relative values: the probe is wrong", relative)
+	}
+}

@@ -65,6 +65,15 @@ func (a *analyzer) walk(lo, hi int, c *facts) {
 			continue
 		}
 		f := &a.frames[top]
+		if k := a.toks[i].kind; (k == tString || k == tDollar) && c.timeLit == "" {
+			if w := a.timeLiteral(i); w != "" {
+				c.timeLit = w
+				a.timeLit = true
+				if c.timed == "" {
+					c.timed = "time literal '" + w + "' (time-dependent)"
+				}
+			}
+		}
 		if a.role[i] == roleSkip {
 			continue
 		}
@@ -732,7 +741,12 @@ func (a *analyzer) seqArg(p, hi int, c *facts) {
 		return
 	}
 	t := &a.toks[p+1]
-	if name := regclassName(unquote(a.src[t.pos:t.end], '\'')); name != "" {
+	lit := a.src[t.pos:t.end]
+	if a.lx.nonStd && strings.IndexByte(lit, '\\') >= 0 {
+		c.opaque = true // the escapes make the name hard to read: some sequence is written
+		return
+	}
+	if name := regclassName(unquote(lit, '\'')); name != "" {
 		c.addWrite(name)
 	}
 }
