@@ -40,7 +40,7 @@ var fuzzSeeds = []string{
 	"SELECT * FROM t WHERE a @> '{}' AND b ?| array['x'] AND c <-> d < 5",
 	"SELECT set(1), zone(2) FROM t WHERE freeze(3) AND x AT TIME ZONE (y) ORDER BY (a) GROUP BY GROUPING SETS ((a))",
 	"UPDATE t SET (a, b) = (1, 2); SELECT * FROM a JOIN (b JOIN c ON true) ON true, join(1)",
-	"SELECT 'now'::timestamptz, date 'today', E'n\x6fw', U&'!006Eow' UESCAPE '!', $$tomorrow$$, 'yester'\n'day'",
+	"SELECT 'now'::timestamptz, date 'today', E'n\\x6fw', U&'!006Eow' UESCAPE '!', $$tomorrow$$, 'yester'\n'day'",
 	"SELECT x IS OF (int), 'a' LIKE 'b' ESCAPE ('!'), interval '1' day to second(3), x::character varying(3)",
 }
 
