@@ -25,6 +25,7 @@ type analyzer struct {
 	cteIndex map[string][]int // name → indexes into ctes, once there are many
 	funcs    []string
 	unknown  []string
+	timeLit  bool // a string constant holds a clock-relative date/time word
 	nesting  int
 }
 
@@ -33,8 +34,18 @@ var analyzers = sync.Pool{New: func() any { return new(analyzer) }}
 // Parse scans sql without the memo. It never panics and runs in time linear in len(sql).
 // The returned Result is owned by the caller but is meant to be treated as immutable.
 func Parse(sql string) *Result {
+	return parse(sql, false)
+}
+
+// ParseNonStandard is Parse for a server running with standard_conforming_strings = off: a plain
+// '…' (or N'…') string takes backslash escapes like E'…': 'it\'s' is one string.
+func ParseNonStandard(sql string) *Result {
+	return parse(sql, true)
+}
+
+func parse(sql string, nonStd bool) *Result {
 	a := analyzers.Get().(*analyzer)
-	r := a.parse(sql)
+	r := a.parse(sql, nonStd)
 	if cap(a.toks) <= 1<<14 && cap(a.lx.norm) <= 1<<16 { // do not pool huge buffers
 		a.release()
 		analyzers.Put(a)
@@ -52,8 +63,10 @@ func (a *analyzer) release() {
 	a.cteIndex = nil
 }
 
-func (a *analyzer) parse(sql string) *Result {
+func (a *analyzer) parse(sql string, nonStd bool) *Result {
+	a.lx.nonStd = nonStd
 	a.lx.run(sql)
+	a.timeLit = false
 	a.src = sql
 	a.toks = a.lx.toks
 	a.funcs = a.funcs[:0]
@@ -198,6 +211,7 @@ func (a *analyzer) summarize(r *Result) {
 	}
 	r.Functions = sortedSet(slices.Clone(a.funcs))
 	r.Unknown = sortedSet(slices.Clone(a.unknown))
+	r.TimeLiteral = a.timeLit
 }
 
 // sortedSet sorts and deduplicates s in place; it returns nil for an empty set.
@@ -214,7 +228,8 @@ type facts struct {
 	tables, writes []string
 	never          string // first reason that makes the statement Never
 	optin          string // first unknown-function reason
-	timed          string // first time-function reason
+	timed          string // first time-function or time-literal reason
+	timeLit        string // first clock-relative word found in a string constant
 	write          bool   // not read-only: DML, SELECT INTO, locking clause, Never function
 	dml            bool   // a data-modifying statement was found
 	taints         bool

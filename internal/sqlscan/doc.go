@@ -13,7 +13,16 @@
 // text Never. The lexer follows Postgres' own rules (scan.l) for the things that decide where
 // code ends and data begins: quote doubling, backslash escapes in E'…' strings, string continuation across
 // newlines, dollar quotes, nested block comments, operators that stop before "--" and "/*",
-// and U&"…" UESCAPE identifiers. standard_conforming_strings is assumed on (pgx requires it).
+// and U&"…" UESCAPE identifiers. Scan and Parse assume standard_conforming_strings = on;
+// ScanNonStandard and ParseNonStandard lex plain '…' strings with backslash escapes, as a
+// server with the setting off does.
+//
+// # Time
+//
+// Clock-dependent calls (now(), current_date …) and string constants holding a clock-relative
+// date/time word ('now'::timestamptz, date 'today', WHERE d = 'yesterday'; see TimeWord and
+// Result.TimeLiteral) make a SELECT at most InFlightOnly. Functions that read the clock at each
+// call (clock_timestamp, timeofday) are VOLATILE, hence Never.
 //
 // # Normalization
 //
@@ -35,5 +44,8 @@
 // partitioned or inherited parent (not its children) as the relation read, so a write to a
 // base table or a partition is not seen as a write to the view or the parent; it cannot tell that a column reference in attribute notation (t.fn) calls
 // a function; and it resolves unqualified function names as Postgres' pg_catalog built-ins
-// even if a search_path shadows them. It assumes standard_conforming_strings=on.
+// even if a search_path shadows them (or an overload that pg_catalog lacks, such as a user's
+// lower(int), catches the call). Words that Postgres accepts as function names (unreserved
+// and type-or-function-name keywords: set, zone, freeze, join …) are calls when followed by
+// '(' outside the syntax they belong to.
 package sqlscan

@@ -1,5 +1,7 @@
 package sqlscan
 
+import "strings"
+
 // kwID identifies a keyword the classifier cares about; 0 is "not a keyword". Words that need
 // no code of their own share a generic id and differ only by flags.
 type kwID uint16
@@ -9,10 +11,10 @@ const (
 
 	// generic ids (flags only)
 	kwReserved   // a reserved word with no handler of its own
-	kwJoinWord   // INNER, CROSS, FULL, NATURAL, OUTER …: follow a table ref, never a call
+	kwJoinWord   // INNER, CROSS, NATURAL, OUTER …: follow a table ref or an operand
 	kwTypeName   // type names that take a modifier: numeric(10,2), varchar(3), timestamp(3) …
 	kwConstruct  // special-syntax built-ins: coalesce(…), extract(…), row(…) …
-	kwNotCall    // unreserved words followed by '(' as syntax, never as a call: BY, SETS, ESCAPE …
+	kwNotCall    // words followed by '(' as syntax, never as a call: OPERATOR(…)
 	kwOperatorLk // LIKE, ILIKE, OVERLAPS, LEFT, RIGHT: follow an operand; as a call they are built-ins
 
 	// words with handlers
@@ -26,6 +28,7 @@ const (
 	kwAttach
 	kwBegin
 	kwBinary
+	kwBy
 	kwCall
 	kwCascade
 	kwCase
@@ -34,6 +37,7 @@ const (
 	kwCheckpoint
 	kwClose
 	kwCluster
+	kwColumns
 	kwComment
 	kwCommit
 	kwConcurrently
@@ -59,6 +63,7 @@ const (
 	kwDo
 	kwDrop
 	kwEnd
+	kwEscape
 	kwExcept
 	kwExecute
 	kwExists
@@ -74,6 +79,7 @@ const (
 	kwGlobal
 	kwGrant
 	kwGroup
+	kwGrouping
 	kwHaving
 	kwIf
 	kwImport
@@ -108,6 +114,7 @@ const (
 	kwOrdinality
 	kwOver
 	kwPartition
+	kwPassing
 	kwPrepare
 	kwPrepared
 	kwReassign
@@ -124,12 +131,14 @@ const (
 	kwRows
 	kwSavepoint
 	kwSearch
+	kwSecond
 	kwSecurity
 	kwSelect
 	kwSequence
 	kwSession
 	kwSessionUser
 	kwSet
+	kwSets
 	kwShare
 	kwShow
 	kwStart
@@ -139,6 +148,7 @@ const (
 	kwTemp
 	kwTemporary
 	kwThen
+	kwTime
 	kwTo
 	kwTransaction
 	kwTruncate
@@ -152,6 +162,7 @@ const (
 	kwUsing
 	kwVacuum
 	kwValues
+	kwVarying
 	kwVerbose
 	kwView
 	kwWhen
@@ -159,6 +170,7 @@ const (
 	kwWindow
 	kwWith
 	kwWork
+	kwZone
 
 	kwCount // number of ids
 )
@@ -170,8 +182,10 @@ const (
 	// grammar gives precedence over aliases.
 	kfStop uint8 = 1 << iota
 	// kfNotCall: the word followed by '(' is syntax or a type modifier, never a function call.
-	// Only words that Postgres does not accept as a plain function name carry it, so that a
-	// user function can never hide behind it.
+	// Only words that Postgres does not accept as a plain function name carry it (reserved and
+	// column-name keywords, and OPERATOR), so that a user function can never hide behind it.
+	// Every unreserved and type-or-function-name keyword names a function when followed by
+	// '(' unless analyzer.notCall recognises the syntax around it (ORDER BY (…), SET (…) …).
 	kfNotCall
 	// kfNotRel: the word cannot be a relation name (Postgres' reserved and type-or-function-
 	// name keywords). Every other word can, even SET or VALUES: FROM set is a table.
@@ -195,6 +209,7 @@ func init() {
 		stop     = kfStop
 		notCall  = kfNotCall
 		niladic  = kfStop | kfNotRel
+		typeFunc = kfStop | kfNotRel // type-or-function-name keywords
 	)
 	add := func(id kwID, flags uint8, words ...string) {
 		for _, w := range words {
@@ -209,7 +224,7 @@ func init() {
 	add(kwReserved, reserved, "asc", "asymmetric", "both", "cast", "check", "collate", "column",
 		"constraint", "deferrable", "desc", "else", "false", "initially", "leading", "null",
 		"placing", "primary", "references", "some", "symmetric", "trailing", "true",
-		"variadic", "any", "array", "in", "and")
+		"variadic", "any", "array", "in", "and", "default")
 	add(kwAll, reserved, "all")
 	add(kwAnalyse, reserved, "analyse")
 	add(kwAnalyze, reserved, "analyze")
@@ -264,37 +279,51 @@ func init() {
 	add(kwSystemUser, niladic, "system_user")
 	add(kwUser, niladic, "user")
 
-	// Type-or-function-name words: they follow an operand or a table reference.
-	add(kwJoinWord, reserved, "inner", "cross", "natural", "outer", "isnull", "notnull",
+	// Type-or-function-name words: they follow an operand or a table reference, and they name
+	// a function when followed by '(' (SELECT freeze(1) calls a function "freeze"), except
+	// where analyzer.notCall sees syntax (JOIN (…)).
+	add(kwJoinWord, typeFunc, "inner", "cross", "natural", "outer", "isnull", "notnull",
 		"similar", "authorization", "collation")
-	add(kwJoin, reserved, "join")
-	add(kwFull, reserved, "full")
-	add(kwIs, reserved, "is")
-	add(kwTablesample, reserved, "tablesample")
-	add(kwConcurrently, reserved, "concurrently")
-	add(kwVerbose, reserved, "verbose")
-	add(kwFreeze, reserved, "freeze")
-	add(kwBinary, reserved, "binary")
-	add(kwOperatorLk, niladic, "like", "ilike", "overlaps", "left", "right")
+	add(kwJoin, typeFunc, "join")
+	add(kwFull, typeFunc, "full")
+	add(kwIs, typeFunc, "is")
+	add(kwTablesample, typeFunc, "tablesample")
+	add(kwConcurrently, typeFunc, "concurrently")
+	add(kwVerbose, typeFunc, "verbose")
+	add(kwFreeze, typeFunc, "freeze")
+	add(kwBinary, typeFunc, "binary")
+	add(kwOperatorLk, typeFunc, "like", "ilike", "overlaps", "left", "right")
 
 	// Column-name words with special syntax or type modifiers: never plain calls.
 	add(kwTypeName, notCall, "interval", "numeric", "decimal", "dec", "char", "character",
-		"varchar", "nchar", "national", "bit", "time", "timestamp", "float", "precision",
-		"bigint", "int", "integer", "smallint", "real", "boolean", "setof", "varying")
-	add(kwConstruct, notCall, "between", "coalesce", "extract", "greatest", "grouping", "least",
-		"nullif", "overlay", "position", "row", "substring", "trim", "treat", "none", "inout",
-		"out")
+		"varchar", "nchar", "national", "bit", "timestamp", "float", "precision",
+		"bigint", "int", "integer", "smallint", "real", "boolean", "setof")
+	add(kwTime, notCall, "time")
+	add(kwConstruct, notCall, "between", "coalesce", "extract", "greatest", "least",
+		"nullif", "position", "row", "trim", "treat", "none", "inout", "out")
+	add(kwGrouping, notCall, "grouping")
+	// SUBSTRING(a, b) and OVERLAY(a, b) with plain argument lists call whatever function of
+	// that name the search path finds (a user's substring(int) included): calls.
+	add(kwConstruct, 0, "substring", "overlay")
 	add(kwExists, notCall, "exists")
 	add(kwValues, kfStop|kfNotCall, "values") // a column-name keyword: FROM values is a table
 
-	// Unreserved words that are syntax when followed by '(' (a function by these names would be
-	// absurd): ORDER BY (…), GROUPING SETS (…), ESCAPE (…), AT TIME ZONE (…), IS OF (…),
-	// JSON_TABLE … COLUMNS (…), XMLTABLE … PASSING (…), INTERVAL … SECOND(3),
-	// OPERATOR(pg_catalog.+).
-	add(kwNotCall, notCall, "by", "sets", "escape", "zone", "columns", "second", "operator",
-		"passing")
-	add(kwOf, notCall, "of")
-	add(kwSet, kfStop|kfNotCall, "set") // unreserved, but UPDATE t SET takes precedence over an alias
+	// OPERATOR(pg_catalog.+) is syntax: Postgres never reads OPERATOR( as a call.
+	add(kwNotCall, notCall, "operator")
+	// Unreserved words that are syntax before '(' only in context (analyzer.notCall):
+	// ORDER BY (…), GROUPING SETS (…), x LIKE y ESCAPE (…), AT TIME ZONE (…), IS OF (…),
+	// JSON_TABLE … COLUMNS (…), XMLTABLE … PASSING (…), INTERVAL '1' SECOND(3),
+	// CHARACTER VARYING(3), UPDATE t SET (a, b) = ….
+	add(kwBy, 0, "by")
+	add(kwSets, 0, "sets")
+	add(kwEscape, 0, "escape")
+	add(kwZone, 0, "zone")
+	add(kwColumns, 0, "columns")
+	add(kwSecond, 0, "second")
+	add(kwPassing, 0, "passing")
+	add(kwVarying, 0, "varying")
+	add(kwOf, 0, "of")
+	add(kwSet, stop, "set") // unreserved, but UPDATE t SET takes precedence over an alias
 	add(kwOrdinality, stop, "ordinality")
 
 	// Unreserved words whose '(' is syntax only in context (see analyzer.notCall).
@@ -396,4 +425,49 @@ func equalFoldASCII(lower, w string) bool {
 		}
 	}
 	return true
+}
+
+// pgOtherKeywords are the Postgres keywords (pg_get_keywords() of release 15, plus the SQL/JSON
+// and other words later releases added) that the table above does not list. The walker only
+// asks whether a word is one of them, to tell a name that ends an operand (a column, an alias)
+// from a keyword that may introduce one (DEFAULT, VALUE, KEY, …).
+var pgOtherKeywords = map[string]bool{}
+
+func init() {
+	const words = `normalize xmlattributes xmlconcat xmlelement xmlexists xmlforest xmlnamespaces
+	xmlparse xmlpi xmlroot xmlserialize xmltable
+	absolute access action add admin after aggregate also always asensitive assertion assignment
+	at attribute backward before breadth cache called cascaded catalog class comments committed
+	compression configuration connection content continue conversion cost csv cube current data
+	database day defaults deferred definer delimiter delimiters depends depth dictionary disable
+	document domain double each enable encoding encrypted enum event exclude excluding exclusive
+	expression extension external family finalize following force forward function functions
+	generated granted groups handler header hold hour identity immediate immutable implicit
+	include including increment indexes inherit inherits inline input insensitive instead invoker
+	isolation label language large last leakproof level location locked logged mapping match
+	matched maxvalue method minute minvalue mode month name names new nfc nfd nfkc nfkd
+	normalized nothing nowait nulls object off oids old option options others owned owner
+	parallel parameter parser partial password plans policy preceding preserve prior privileges
+	procedural procedure procedures program publication quote range read recheck ref
+	referencing relative replace replica restart restrict return returns role rollup routine
+	routines rule schema schemas scroll sequences serializable server simple skip snapshot sql
+	stable standalone statement statistics stdin stdout storage stored strict strip
+	subscription support sysid system tables tablespace template text ties transform trigger
+	trusted type types unbounded uncommitted unencrypted unknown until valid validate validator
+	value version views volatile whitespace within without wrapper write xml year yes
+	absent format json json_array json_arrayagg json_object json_objectagg keys scalar
+	conditional empty error json_exists json_query json_scalar json_serialize json_table
+	json_value keep merge_action nested omit path plan quotes string unconditional
+	enforced objects period virtual`
+	for _, w := range strings.Fields(words) {
+		pgOtherKeywords[w] = true
+	}
+}
+
+// isPGKeyword reports whether an unquoted word is a Postgres keyword of any category.
+func isPGKeyword(w string) bool {
+	if k := lookupKeyword(w); k.id != kwNone || k.flags != 0 {
+		return true
+	}
+	return pgOtherKeywords[lowerASCII(w)]
 }

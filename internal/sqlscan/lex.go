@@ -60,6 +60,7 @@ type lexer struct {
 	params  int
 	err     string
 	unicode bool // a U& token was seen: merge UESCAPE clauses afterwards
+	nonStd  bool // standard_conforming_strings=off: '…' and N'…' take backslash escapes like E'…'
 }
 
 func (lx *lexer) reset(src string) {
@@ -94,7 +95,7 @@ func (lx *lexer) run(src string) {
 		case c == '/' && i+1 < n && src[i+1] == '*':
 			i = lx.blockComment(i)
 		case c == '\'':
-			i = lx.str(i, i, false, 0)
+			i = lx.str(i, i, lx.nonStd, 0)
 		case c == '"':
 			i = lx.qident(i, i, 0)
 		case c == '$':
@@ -390,7 +391,11 @@ func (lx *lexer) word(i int) int {
 			if s[i+1] == '\'' {
 				return lx.str(i, i+1, true, 0)
 			}
-		case 'b', 'x', 'n':
+		case 'n':
+			if s[i+1] == '\'' {
+				return lx.str(i, i+1, lx.nonStd, 0) // NCHAR then an ordinary '…' string
+			}
+		case 'b', 'x':
 			if s[i+1] == '\'' {
 				return lx.str(i, i+1, false, 0)
 			}

@@ -30,16 +30,25 @@ type memo struct {
 	mu        sync.Mutex // serializes rotations
 	entries   int64      // rotate when a generation holds this many results …
 	bytes     int64      // … or this many bytes of text
+	parse     func(string) *Result
 }
 
 func newMemo(entries, bytes int64) *memo {
-	m := &memo{entries: entries, bytes: bytes}
+	return newMemoOf(entries, bytes, Parse)
+}
+
+func newMemoOf(entries, bytes int64, parse func(string) *Result) *memo {
+	m := &memo{entries: entries, bytes: bytes, parse: parse}
 	m.cur.Store(new(generation))
 	m.prev.Store(new(generation))
 	return m
 }
 
-var defaultMemo = newMemo(memoEntries, memoBytes)
+// One memo per lexing mode: a text scans differently when standard_conforming_strings is off.
+var (
+	defaultMemo     = newMemo(memoEntries, memoBytes)
+	nonStandardMemo = newMemoOf(memoEntries, memoBytes, ParseNonStandard)
+)
 
 // Scan returns the Result of Parse(sql), memoized per exact SQL text (up to 16 KiB; longer
 // texts are parsed each time). It is safe for concurrent use and cheap on a hit.
@@ -50,9 +59,18 @@ func Scan(sql string) *Result {
 	return defaultMemo.scan(sql)
 }
 
+// ScanNonStandard is Scan for a server whose standard_conforming_strings is off: it returns
+// ParseNonStandard(sql), memoized like Scan (same bounds) but apart from it, since one text can
+// mean two different statements: under that setting the backslash in 'a\' , ' escapes the
+// second quote, so SELECT 'a\' , ', nextval($$s$$) -- ' calls nextval. The driver uses it
+// for a server that reports standard_conforming_strings = off.
+func ScanNonStandard(sql string) *Result {
+	return nonStandardMemo.scan(sql)
+}
+
 func (m *memo) scan(sql string) *Result {
 	if len(sql) > memoMaxSQL {
-		return Parse(sql)
+		return m.parse(sql)
 	}
 	cur := m.cur.Load()
 	if v, ok := cur.m.Load(sql); ok {
@@ -64,7 +82,7 @@ func (m *memo) scan(sql string) *Result {
 		return r
 	}
 	sql = strings.Clone(sql) // do not pin a caller's larger buffer; Normalized may alias it
-	return m.store(sql, Parse(sql))
+	return m.store(sql, m.parse(sql))
 }
 
 // store adds r to the current generation (or returns the Result another goroutine stored

@@ -39,6 +39,7 @@ type frame struct {
 	expect     uint8 // expNone, expRef, expAfterRef
 	using      uint8 // usingNone, usingList, usingRef
 	aliasAfter bool  // a parenthesised table reference: an alias may follow its ')'
+	updateSet  bool  // UPDATE target read: the next SET is the statement's (SET (a, b) = … is syntax)
 }
 
 // cte is a WITH query name and the token range in which it hides a relation of that name.
@@ -64,6 +65,15 @@ func (a *analyzer) walk(lo, hi int, c *facts) {
 			continue
 		}
 		f := &a.frames[top]
+		if k := a.toks[i].kind; (k == tString || k == tDollar) && c.timeLit == "" {
+			if w := a.timeLiteral(i); w != "" {
+				c.timeLit = w
+				a.timeLit = true
+				if c.timed == "" {
+					c.timed = "time literal '" + w + "' (time-dependent)"
+				}
+			}
+		}
 		if a.role[i] == roleSkip {
 			continue
 		}
@@ -107,6 +117,7 @@ func (a *analyzer) word(i, lo, hi, fi int, c *facts) int {
 		kw, kwf = kwNone, 0 // "select" and t.select are names, not keywords
 	}
 	f := &a.frames[fi]
+	afterRef := f.expect == expAfterRef
 
 	switch f.expect {
 	case expRef:
@@ -132,7 +143,8 @@ func (a *analyzer) word(i, lo, hi, fi int, c *facts) int {
 				return j
 			}
 		}
-		if kwf&kfNotRel == 0 {
+		// A relation name, or a function in FROM: FROM freeze(1) calls a function "freeze".
+		if kwf&kfNotRel == 0 || (kwf&kfNotCall == 0 && a.kindAt(i+1, hi) == tLParen) {
 			return a.tableRef(i, hi, fi, c)
 		}
 	case expAfterRef:
@@ -161,7 +173,10 @@ func (a *analyzer) word(i, lo, hi, fi int, c *facts) int {
 			f.from, f.expect = true, expRef
 		}
 	case kwJoin:
-		f.expect = expRef
+		if a.kindAt(i+1, hi) != tLParen || afterRef || a.joinSyntax(i, lo) {
+			f.expect = expRef // JOIN (b JOIN c ON …) ON …
+			return i
+		}
 	case kwUsing:
 		switch f.using {
 		case usingList:
@@ -171,8 +186,15 @@ func (a *analyzer) word(i, lo, hi, fi int, c *facts) int {
 		}
 		f.using = usingNone
 	case kwWhere, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch,
-		kwUnion, kwIntersect, kwExcept, kwReturning, kwSet:
+		kwUnion, kwIntersect, kwExcept, kwReturning:
 		f.from = false // these end a FROM list at this level
+	case kwSet:
+		f.from = false
+		upd := f.updateSet
+		f.updateSet = false
+		if upd || a.kwBefore(i, lo, hi) == kwUpdate {
+			return i // UPDATE t SET (a, b) = …, ON CONFLICT … DO UPDATE SET (…), THEN UPDATE SET (…)
+		}
 	case kwFor:
 		f.from = false
 		return a.forClause(i, hi, c)
@@ -192,6 +214,9 @@ func (a *analyzer) word(i, lo, hi, fi int, c *facts) int {
 		f.from, f.expect = false, expRef
 		return i
 	case kwTablesample: // TABLESAMPLE method (args) [REPEATABLE (seed)]: a random sample
+		if a.kindAt(i+1, hi) == tLParen {
+			break // tablesample(…) calls a function of that name: the clause names a method first
+		}
 		c.setNever("TABLESAMPLE")
 		if j := i + 1; j < hi && isName(a.toks[j].kind) {
 			return j
@@ -496,6 +521,7 @@ func (a *analyzer) dml(i, lo, hi, fi int, kw kwID, c *facts) (int, bool) {
 	switch kw {
 	case kwUpdate:
 		f.query = true // UPDATE … FROM list
+		f.updateSet = true
 	case kwDelete:
 		f.using = usingList
 	case kwMerge:
@@ -516,6 +542,9 @@ func (a *analyzer) maybeCall(i, lo, hi int, kw kwID, kwf uint8, c *facts) int {
 	}
 	if head == i && kw != kwNone && a.notCall(i, lo, hi, kw, kwf) {
 		return i // ARRAY(, IN (, numeric(10,2), OVER (, … (no Never function is a keyword)
+	}
+	if head == i && kw == kwNone && a.passingMech(i, lo, hi) {
+		return i // XMLEXISTS(x PASSING BY REF (…))
 	}
 	name := a.name(i)
 	// After '::' or AS comes a type (x::numeric(10,2), CAST(x AS varchar(3))) or an alias
@@ -551,8 +580,119 @@ func (a *analyzer) notCall(i, lo, hi int, kw kwID, kwf uint8) bool {
 		return w == kwAs || w == kwNot
 	case kwFirst, kwNext: // FETCH FIRST (n) ROWS
 		return a.kwAt(i-1, hi) == kwFetch
+	case kwBy: // ORDER BY (a), GROUP BY (a, b), PARTITION BY (a)
+		switch a.kwBefore(i, lo, hi) {
+		case kwOrder, kwGroup, kwPartition:
+			return true
+		}
+	case kwSets: // GROUPING SETS ((a), ())
+		return a.kwBefore(i, lo, hi) == kwGrouping
+	case kwEscape, kwColumns, kwPassing: // x LIKE y ESCAPE (…), … '$' COLUMNS (…), '/r' PASSING (…)
+		return a.operandEnd(i-1, lo)
+	case kwZone: // AT TIME ZONE (…)
+		return a.kwBefore(i, lo, hi) == kwTime
+	case kwSecond: // INTERVAL '1' SECOND(3), x::interval second(3), DAY TO SECOND(3)
+		return a.operandEnd(i-1, lo) || (a.kwBefore(i, lo, hi) == kwTo && i-2 >= lo && a.intervalField(i-2))
+	case kwVarying: // CHARACTER VARYING(3), BIT VARYING(3)
+		return i-1 >= lo && a.toks[i-1].kind == tIdent &&
+			(a.wordIs(i-1, "character") || a.wordIs(i-1, "char") || a.wordIs(i-1, "bit") || a.wordIs(i-1, "nchar"))
+	case kwOf: // x IS [NOT] OF (type)
+		switch a.kwBefore(i, lo, hi) {
+		case kwIs:
+			return true
+		case kwNot:
+			return i-2 >= lo && a.kwAt(i-2, hi) == kwIs
+		}
 	}
 	return false
+}
+
+// kwBefore returns the keyword just before token i inside the walk's range (kwNone at its start).
+func (a *analyzer) kwBefore(i, lo, hi int) kwID {
+	if i-1 < lo {
+		return kwNone
+	}
+	return a.kwAt(i-1, hi)
+}
+
+// wordIs reports whether token j is the unquoted word w (lower case), in any letter case.
+func (a *analyzer) wordIs(j int, w string) bool {
+	t := &a.toks[j]
+	return t.kind == tIdent && t.end-t.pos == len(w) && equalFoldASCII(w, a.src[t.pos:t.end])
+}
+
+// intervalField reports whether token j is YEAR, MONTH, DAY, HOUR or MINUTE.
+func (a *analyzer) intervalField(j int) bool {
+	for _, w := range [...]string{"year", "month", "day", "hour", "minute"} {
+		if a.wordIs(j, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// operandEnd reports whether token j (inside the walk, from lo) certainly ends an operand: a
+// constant, a parameter, a closing parenthesis or bracket, a quoted or qualified name, a name that
+// is no Postgres keyword, a type name, TRUE/FALSE/NULL or a niladic function. A word after
+// such a token is an infix or postfix keyword, not a function call. Any other keyword may
+// introduce an operand, so what follows it may be a call: when in doubt the answer is false.
+func (a *analyzer) operandEnd(j, lo int) bool {
+	if j < lo {
+		return false
+	}
+	t := &a.toks[j]
+	switch t.kind {
+	case tString, tDollar, tNumber, tParam, tRParen, tRBrack, tQIdent:
+		return true
+	case tIdent:
+	default:
+		return false
+	}
+	if j > lo && a.toks[j-1].kind == tDot {
+		return true // t.col
+	}
+	switch t.kw {
+	case kwNone:
+		if t.kwf == 0 && !pgOtherKeywords[lowerASCII(a.src[t.pos:t.end])] {
+			return true
+		}
+		return a.intervalField(j)
+	case kwTypeName, kwTime, kwZone, kwSecond, kwVarying,
+		kwCurrentTimestamp, kwCurrentDate, kwCurrentTime, kwLocaltime, kwLocaltimestamp,
+		kwCurrentUser, kwSessionUser, kwCurrentRole, kwUser, kwCurrentCatalog, kwSystemUser,
+		kwCurrentSchema:
+		return true
+	case kwReserved:
+		return a.wordIs(j, "true") || a.wordIs(j, "false") || a.wordIs(j, "null")
+	}
+	return false
+}
+
+// joinSyntax reports whether JOIN at i, followed by '(', joins a parenthesised table
+// reference: it follows an operand (a table or alias, ON condition) or a join-type word.
+func (a *analyzer) joinSyntax(i, lo int) bool {
+	if a.operandEnd(i-1, lo) {
+		return true
+	}
+	if i-1 < lo {
+		return false
+	}
+	switch a.toks[i-1].kw {
+	case kwJoinWord, kwFull: // INNER, CROSS, NATURAL, OUTER, FULL; ISNULL and NOTNULL end an operand
+		return !a.wordIs(i-1, "similar") && !a.wordIs(i-1, "authorization") && !a.wordIs(i-1, "collation")
+	case kwOperatorLk:
+		return a.wordIs(i-1, "left") || a.wordIs(i-1, "right")
+	}
+	return false
+}
+
+// passingMech reports whether the unreserved REF or VALUE at i (followed by '(') is the
+// passing mechanism of XMLEXISTS/XMLTABLE: PASSING BY REF (…), PASSING x BY VALUE.
+func (a *analyzer) passingMech(i, lo, hi int) bool {
+	if a.kwBefore(i, lo, hi) != kwBy || !(a.wordIs(i, "ref") || a.wordIs(i, "value")) {
+		return false
+	}
+	return i-2 >= lo && (a.kwAt(i-2, hi) == kwPassing || a.operandEnd(i-2, lo))
 }
 
 // call records a call of function name (schema is its qualifier, if any).
@@ -601,7 +741,12 @@ func (a *analyzer) seqArg(p, hi int, c *facts) {
 		return
 	}
 	t := &a.toks[p+1]
-	if name := regclassName(unquote(a.src[t.pos:t.end], '\'')); name != "" {
+	lit := a.src[t.pos:t.end]
+	if a.lx.nonStd && strings.IndexByte(lit, '\\') >= 0 {
+		c.opaque = true // the escapes make the name hard to read: some sequence is written
+		return
+	}
+	if name := regclassName(unquote(lit, '\'')); name != "" {
 		c.addWrite(name)
 	}
 }

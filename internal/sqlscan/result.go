@@ -202,6 +202,15 @@ type Result struct {
 	Functions []string
 	// Unknown are the called functions the scanner cannot vouch for (a subset of Functions).
 	Unknown []string
+	// TimeLiteral is true when a string constant of a query or DML statement ('…', E'…',
+	// U&'…', $$…$$; continuations joined, escapes decoded) holds a clock-relative date/time
+	// input word: now, today, tomorrow or yesterday, as TimeWord reports. Read as a date or
+	// time ('now'::timestamptz, date 'today', timestamp 'tomorrow', WHERE d = 'yesterday',
+	// '{today}'::date[], a JSON document for jsonb_populate_record …) its value depends on the
+	// clock. The scanner cannot see the literal's type, so every such string counts: a SELECT
+	// carrying one is at most InFlightOnly, with a Reason like "time literal 'now'
+	// (time-dependent)" unless a time function or something more restrictive came first.
+	TimeLiteral bool
 	// Annotation is the text of every `sqlflight:` comment after the prefix, trimmed, joined
 	// by a single space; "" if none.
 	Annotation string

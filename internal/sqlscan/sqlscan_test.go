@@ -93,7 +93,19 @@ var classCases = []classCase{
 	{sql: "SELECT * FROM t WHERE x IN (SELECT y FROM u) OFFSET 5 FETCH FIRST (3) ROWS ONLY", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"t", "u"}},
 	{sql: "SELECT * FROM t WHERE x = ANY($1::int[]) LIMIT $2", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"t"}},
 	{sql: "SELECT a, count(*) FROM t GROUP BY CUBE (a, b), ROLLUP (c), GROUPING SETS ((a), ())", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"t"}},
-	{sql: "SELECT st_distance(a, b), stddev_pop(x), regr_slope(y, x), digest('x', 'sha256') FROM places", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"places"}},
+	{sql: "SELECT stddev_pop(x), regr_slope(y, x), var_samp(x), digest('x', 'sha256') FROM places", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"places"}},
+	// No prefix rule vouches for a family: PostGIS has VOLATILE st_* functions, and a user
+	// function may be named regr_mine.
+	{sql: "SELECT st_distance(a, b) FROM places", kind: KindSelect, verdict: OptIn, ro: true, tables: []string{"places"}, opaque: true, reason: "unknown function st_distance"},
+	{sql: "SELECT ST_GeneratePoints(g, 5) FROM places", kind: KindSelect, verdict: OptIn, ro: true, tables: []string{"places"}, opaque: true, reason: "st_generatepoints"},
+	{sql: "SELECT regr_mine(y, x), stddev_x(1) FROM places", kind: KindSelect, verdict: OptIn, ro: true, tables: []string{"places"}, opaque: true},
+	// Volatile built-ins: sizes read from disk, the clock read per call.
+	{sql: "SELECT pg_relation_size('t'), pg_size_pretty(1)", kind: KindSelect, verdict: Never, reason: "pg_relation_size (volatile)"},
+	{sql: "SELECT pg_total_relation_size(c.oid) FROM pg_class c", kind: KindSelect, verdict: Never, tables: []string{"pg_class"}, reason: "volatile"},
+	{sql: "SELECT pg_table_size('t'), pg_indexes_size('t'), pg_database_size('test')", kind: KindSelect, verdict: Never, reason: "volatile"},
+	{sql: "SELECT clock_timestamp()", kind: KindSelect, verdict: Never, reason: "clock_timestamp (volatile)"},
+	{sql: "SELECT timeofday()", kind: KindSelect, verdict: Never, reason: "volatile"},
+	{sql: "SELECT inet_client_port(), pg_my_temp_schema()", kind: KindSelect, verdict: Never, reason: "per-session value"},
 	{sql: "SELECT current_user, session_user, current_schema, current_schema(), user, current_catalog", kind: KindSelect, verdict: Shareable, ro: true},
 	{sql: "SELECT x OPERATOR(pg_catalog.+) 1 FROM t", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"t"}},
 	{sql: "SELECT a FROM t ORDER BY a USING <", kind: KindSelect, verdict: Shareable, ro: true, tables: []string{"t"}},
@@ -553,24 +565,34 @@ func TestStrings(t *testing.T) {
 
 // TestFuncTables checks that the three function lists do not contradict each other.
 func TestFuncTables(t *testing.T) {
-	for _, n := range []string{"now", "age", "current_timestamp", "clock_timestamp"} {
+	for _, n := range []string{"now", "age", "current_timestamp", "statement_timestamp"} {
 		if lookupFunc(n).class != fnTime {
 			t.Errorf("%s is not time-dependent", n)
 		}
 	}
 	for _, n := range []string{"nextval", "random", "gen_random_uuid", "pg_advisory_lock", "lo_open",
-		"dblink_exec", "pg_stat_reset", "pg_create_physical_replication_slot", "uuidv7"} {
+		"dblink_exec", "pg_stat_reset", "pg_create_physical_replication_slot", "uuidv7",
+		"clock_timestamp", "timeofday", "pg_relation_size", "pg_total_relation_size", "pg_table_size",
+		"pg_indexes_size", "pg_database_size"} {
 		if lookupFunc(n).class != fnNever {
 			t.Errorf("%s is not Never", n)
 		}
 	}
-	for _, n := range []string{"count", "lower", "st_astext", "stddev_samp", "jsonb_build_object"} {
+	for _, n := range []string{"count", "lower", "stddev_samp", "regr_syy", "jsonb_build_object"} {
 		if lookupFunc(n).class != fnSafe {
 			t.Errorf("%s is not safe", n)
 		}
 	}
-	if lookupFunc("my_fn").class != fnUnknown || lookupFunc("pg_create_foo").class != fnUnknown {
-		t.Error("unknown functions")
+	for _, n := range []string{"my_fn", "pg_create_foo", "st_astext", "st_generatepoints",
+		"st_clusterkmeans", "st_addisonode", "regr_mine", "stddev_x", "var_foo", "covar_x", "variance2"} {
+		if lookupFunc(n).class != fnUnknown {
+			t.Errorf("%s is not unknown", n)
+		}
+	}
+	for _, p := range prefixFuncs {
+		if p.info.class != fnNever {
+			t.Errorf("prefix rule %q%s… is not Never: no prefix rule may vouch for a name", p.prefix, p.suffix)
+		}
 	}
 }
 
