@@ -96,6 +96,11 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c *conn) openReal(ctx context.Context) (driver.Conn, error) {
+	// The scope's idle spare connection (a probe's or a refresh's) is
+	// clean: take it rather than open another.
+	if rc := c.sc.spare.takeIdle(); rc != nil {
+		return rc, nil
+	}
 	rc, err := c.open(ctx)
 	if err != nil {
 		return nil, err

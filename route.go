@@ -318,49 +318,51 @@ func (c *conn) endTx(commit bool) {
 }
 
 // writeOf reports whether st (a statement of f) may have written, and
-// what: the tables of a tables= annotation when there is one; for DDL,
-// everything (the catalog included); for DML, the tables it names and
-// what they reach through cascading foreign keys, inheritance, triggers
-// and rules; for a read, nothing — unless it calls a VOLATILE function
-// (or the server's verdict cannot be had), which may write anywhere.
+// what: for DDL, everything (the catalog included); for a SELECT that calls
+// a user function the server says is VOLATILE (not vouched for by pure=),
+// or whose verdict cannot be had, any table; for a read, nothing; for DML,
+// the tables it names and what they reach through cascading foreign keys,
+// inheritance, triggers and rules. A tables= annotation names the tables
+// instead.
 func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (write, bool) {
 	if st.Kind == sqlscan.KindDDL {
 		return write{}, true // every cached read may describe the old schema
 	}
-	tablesNamed := f.a.set&setTables != 0
-	if st.ReadOnly {
-		if !c.readMayWrite(ctx, f, st) {
-			return write{}, false
-		}
-		if tablesNamed {
+	named := f.a.set&setTables != 0
+	switch {
+	case st.Kind == sqlscan.KindSelect && c.readMayWrite(ctx, f, st):
+		if named {
 			return write{tables: f.a.p.Tables, known: true}, true
 		}
 		return write{}, true
-	}
-	if tablesNamed {
+	case st.ReadOnly:
+		return write{}, false
+	case named:
 		return write{tables: f.a.p.Tables, known: true}, true
-	}
-	if !st.TablesKnown {
+	case !st.TablesKnown:
 		return write{}, true
+	case len(st.Writes) == 0:
+		return write{}, false // a volatile built-in (random(), …) changes no table
 	}
 	tables, known := c.sc.writeClosure(ctx, c.s, st.Writes)
 	return write{tables: tables, known: known}, true
 }
 
-// readMayWrite reports whether a read-only statement may write after all:
-// it calls a VOLATILE function that its pure= entry does not name, or the
-// server's verdict cannot be had; on a parent that is not PostgreSQL, it
-// calls a function the scanner does not know.
+// readMayWrite reports whether a SELECT may write tables it does not name:
+// it calls a user function the server says is VOLATILE that its pure=
+// entry does not name, or the server's verdict cannot be had. On a parent
+// that is not PostgreSQL: it calls a function the scanner does not know.
+// Volatile built-ins (random(), clock_timestamp(), …) are never shared but
+// write no table; nextval and setval name their sequence to the scanner.
 func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement) bool {
 	r := f.r
 	if !c.sc.postgres {
 		return !allPure(f.a.pure, r.Unknown)
 	}
-	if st.Kind != sqlscan.KindSelect {
-		return false // SHOW, EXPLAIN without ANALYZE
-	}
 	if len(r.Statements) != 1 {
-		return true // a verdict is asked for single statements only
+		// A verdict is asked for single statements only; the scanner's
+		// unknown functions may write.
+		return len(r.Unknown) > 0 && !allPure(f.a.pure, r.Unknown)
 	}
 	v := f.v
 	if v == nil {
@@ -369,7 +371,12 @@ func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement)
 	if !awaitVerdict(ctx, v) || v.err != nil {
 		return true
 	}
-	return len(v.volatileUnvouched(f.a.pure)) > 0
+	for _, fn := range v.sv.Functions {
+		if fn.Volatility == "volatile" && !fn.Builtin && !pureNames(f.a.pure, fn.Schema+"."+fn.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeSet accumulates the tables written in a transaction.

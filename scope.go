@@ -165,6 +165,19 @@ func (p *spareConns) get(ctx context.Context, s *Shield) (driver.Conn, error) {
 	return rc, nil
 }
 
+// takeIdle hands the idle connection over for good (to a virtual
+// connection that would otherwise open one), or returns nil.
+func (p *spareConns) takeIdle() driver.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rc := p.idle
+	if rc != nil {
+		p.idle = nil
+		p.timer.Stop()
+	}
+	return rc
+}
+
 func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
 	p.mu.Lock()
 	if !broken && p.idle == nil {

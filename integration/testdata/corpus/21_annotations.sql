@@ -57,6 +57,9 @@ SELECT /* sqlflight: coalesce pure=read_only_plpgsql */ read_only_plpgsql()
 
 -- @class annotations
 -- @calls pg_relation_size
+-- @expect never
+-- The scanner's never list is binding: pure= vouches for user functions the
+-- server calls VOLATILE, not for built-ins the scanner already refuses.
 SELECT /* sqlflight: coalesce pure=pg_catalog.pg_relation_size */ pg_relation_size('users')
 
 -- @class annotations
