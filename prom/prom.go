@@ -37,7 +37,7 @@ const OtherReason = "other"
 // BypassReasons are the reason label values of sqlflight_bypassed_total,
 // each exported (zero included) on every scrape.
 var BypassReasons = []string{
-	"exec", "transaction", "session", "write", "not shareable", "policy",
+	"exec", "transaction", "session", "write", "not shareable", "unverified", "policy",
 	"arguments", "too large", "busy connection", "bad annotation",
 }
 
@@ -72,7 +72,7 @@ type Collector struct {
 
 	sharedUp                                      *prometheus.Desc
 	bypassed, cacheHits, breakerState             *prometheus.Desc
-	originDuration, followerWait                  *prometheus.Desc
+	originDuration, followerWait, probeDuration   *prometheus.Desc
 	policyQueries, policyHits, policyMisses       *prometheus.Desc
 	policyOrigin, policyErrors, policyOriginHisto *prometheus.Desc
 }
@@ -143,6 +143,10 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 		func(st *sqlflight.Stats) uint64 { return st.Panics })
 	cnt("real_connections_opened_total", "Real database connections opened.",
 		func(st *sqlflight.Stats) uint64 { return st.RealConnsOpened })
+	cnt("probes_total", "Statement shapes whose verdict was asked of the server.",
+		func(st *sqlflight.Stats) uint64 { return st.Probes })
+	cnt("probe_failures_total", "Probes that failed (those statements ran unshared).",
+		func(st *sqlflight.Stats) uint64 { return st.ProbeFailures })
 
 	shr := func(name, help string, value func(*sqlflight.Stats) uint64) {
 		c.shared = append(c.shared, counter{desc(name, help), value})
@@ -195,6 +199,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	c.breakerState = desc("breaker_state", "State of the circuit breaker: 0 closed, 1 half-open, 2 open.")
 	c.sharedUp = desc("shared_up", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).")
 	c.originDuration = desc("origin_duration_seconds", "Duration of shared origin queries (query and materialization).")
+	c.probeDuration = desc("probe_duration_seconds", "Duration of the server's verdict on a new statement shape.")
 	c.followerWait = desc("follower_wait_seconds", "Time followers waited for a shared flight.")
 	c.policyQueries = desc("policy_queries_total", "Shareable reads of a policy name that reached the sharing path.", "name")
 	c.policyHits = desc("policy_cache_hits_total", "Cached results served for a policy name, by state.", "name", "state")
@@ -227,6 +232,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.cacheHits
 	ch <- c.breakerState
 	ch <- c.originDuration
+	ch <- c.probeDuration
 	ch <- c.followerWait
 	if c.names {
 		ch <- c.policyQueries
@@ -279,6 +285,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	ch <- constHistogram(c.originDuration, st.OriginDuration)
+	ch <- constHistogram(c.probeDuration, st.ProbeDuration)
 	ch <- constHistogram(c.followerWait, st.FollowerWait)
 
 	if !c.names {

@@ -179,6 +179,7 @@ sqlflight_breaker_state{` + lbl + `} 0
 		"sqlflight_breaker_rejected_total", "sqlflight_breaker_transitions_total", "sqlflight_invalidations_total",
 		"sqlflight_too_large_total", "sqlflight_wait_expired_total", "sqlflight_bad_annotations_total",
 		"sqlflight_panics_total", "sqlflight_real_connections_opened_total",
+		"sqlflight_probes_total", "sqlflight_probe_failures_total", "sqlflight_probe_duration_seconds",
 		"sqlflight_waiting", "sqlflight_flights_in_progress", "sqlflight_real_connections", "sqlflight_breaker_state",
 		"sqlflight_origin_duration_seconds", "sqlflight_follower_wait_seconds",
 		"sqlflight_policy_queries_total", "sqlflight_policy_cache_hits_total", "sqlflight_policy_cache_misses_total",
