@@ -69,10 +69,12 @@ func TestDifferential(t *testing.T) {
 		if c.mode.value != "" {
 			c.dsn = withDSNParams(t, dsn, "default_query_exec_mode", c.mode.value)
 		}
-		c.db, c.sh = openFlight(t, c.dsn, sqlflight.Options{Default: diffDefault})
 		// The readers share two connections (cache hits and followers
-		// hold them only briefly): the whole test stays near 30
+		// hold them only briefly), and background refreshes run two at a
+		// time (each on a real connection of its own beyond the pool's:
+		// the Shield keeps one spare): the whole test stays near 45
 		// connections, on a server that others may use too.
+		c.db, c.sh = openFlight(t, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
 		pool := 2
 		if c.writeVia == viaShield {
 			pool += c.writers
@@ -167,7 +169,9 @@ func TestDifferential(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Logf("%s catches: %s (pgx exec mode: %s)", c.name, c.catches, c.mode.name)
 			t.Logf("reads by policy: %s", c.policyCounts())
-			t.Logf("shield: %s", statsString(c.sh.Stats()))
+			ps := c.db.Stats()
+			t.Logf("shield: %s; database/sql pool: open=%d maxIdleClosed=%d maxIdleTimeClosed=%d maxLifetimeClosed=%d",
+				statsString(c.sh.Stats()), ps.OpenConnections, ps.MaxIdleClosed, ps.MaxIdleTimeClosed, ps.MaxLifetimeClosed)
 			versions := 0
 			for _, o := range c.objs {
 				versions += int(o.cur())
