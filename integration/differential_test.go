@@ -55,13 +55,18 @@ func TestDifferential(t *testing.T) {
 
 	var classes []*diffClass
 	only := os.Getenv("SQLFLIGHT_DIFF_WORKLOADS")
-	for _, build := range []func(*testing.T, *sql.DB, string) *diffClass{
-		diffEpochs, diffVolatile, diffCascade, diffTrigger, diffView, diffStrict, diffInvalidate,
+	for _, w := range []struct {
+		name  string
+		build func(*testing.T, *sql.DB, string) *diffClass
+	}{
+		{"epochs", diffEpochs}, {"volatile", diffVolatile}, {"cascade", diffCascade}, {"trigger", diffTrigger},
+		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate},
 	} {
-		c := build(t, admin, id)
-		if only != "" && !strings.Contains(","+only+",", ","+c.name+",") {
+		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
 		}
+		c := w.build(t, admin, id)
+		c.name = w.name
 		c.admin = admin
 		// Every other workload speaks the simple protocol (arguments and
 		// results as text), the others pgx's default.
@@ -593,7 +598,6 @@ func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+ep, "DROP TABLE IF EXISTS "+eq, "DROP TABLE IF EXISTS "+ei)
 
 	c := &diffClass{
-		name:     "epochs",
 		catches:  "read-your-writes across concurrent writes to one table (epochs that move backwards), rolled-back values",
 		readers:  4,
 		writers:  4,
@@ -697,7 +701,6 @@ $fn$`, fn, vo))
 	cleanupExec(t, admin, fmt.Sprintf("DROP FUNCTION IF EXISTS %s(int)", fn), "DROP TABLE IF EXISTS "+vo)
 
 	c := &diffClass{
-		name:     "volatile",
 		catches:  "a volatile function's result shared or cached under a TTL policy (the write it makes is lost), and its call not counting as a write",
 		readers:  3,
 		writers:  2,
@@ -750,7 +753,6 @@ func diffCascade(t *testing.T, admin *sql.DB, id string) *diffClass {
 	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+cc, "DROP TABLE IF EXISTS "+cp)
 
 	c := &diffClass{
-		name:     "cascade",
 		catches:  "a write that reaches the read table through ON DELETE CASCADE not invalidating it",
 		readers:  3,
 		writers:  2,
@@ -854,7 +856,6 @@ $fn$`, fn, tt),
 	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+ts, "DROP TABLE IF EXISTS "+tt, fmt.Sprintf("DROP FUNCTION IF EXISTS %s()", fn))
 
 	c := &diffClass{
-		name:     "trigger",
 		catches:  "a write to a table whose trigger writes the read table not invalidating it",
 		readers:  3,
 		writers:  2,
@@ -897,7 +898,6 @@ func diffView(t *testing.T, admin *sql.DB, id string) *diffClass {
 	cleanupExec(t, admin, "DROP VIEW IF EXISTS "+vv, "DROP VIEW IF EXISTS "+wv, "DROP TABLE IF EXISTS "+vb, "DROP TABLE IF EXISTS "+wb)
 
 	c := &diffClass{
-		name:     "view",
 		catches:  "a view's read not depending on its base table, and a write through a view not invalidating its base table",
 		readers:  3,
 		writers:  2,
@@ -931,7 +931,6 @@ func diffStrict(t *testing.T, admin *sql.DB, id string) *diffClass {
 	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+st)
 
 	c := &diffClass{
-		name:     "strict",
 		catches:  "a reader served an entry older than its own policy allows (filled under a longer TTL)",
 		writeVia: viaForeign,
 		readers:  4,
@@ -959,7 +958,6 @@ func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+mi)
 
 	c := &diffClass{
-		name:     "invalidate",
 		catches:  "Shield.Invalidate not making later reads see a write made behind the Shield's back",
 		writeVia: viaRaw,
 		readers:  2,
