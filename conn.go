@@ -62,6 +62,7 @@ var (
 
 func newConn(s *Shield, sc *scope, open func(context.Context) (driver.Conn, error), real driver.Conn) driver.Conn {
 	c := &conn{s: s, sc: sc, open: open, real: real}
+	sc.live.Add(1)
 	return mirrorConn(c, sc.mask)
 }
 
@@ -188,6 +189,9 @@ func (c *conn) giveBack(broken bool) {
 func (c *conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.closed && c.sc.live.Add(-1) == 0 {
+		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
+	}
 	c.closed = true
 	if c.busy != nil || c.real == nil {
 		return nil

@@ -39,7 +39,10 @@ type scope struct {
 	probes      chan struct{} // bounds the probes running at once
 	nonStandard atomic.Bool   // standard_conforming_strings = off
 
-	spare spareConns // real connections for background refreshes
+	spare spareConns // real connections for background refreshes and probes
+	// live counts the scope's open virtual connections: when the last one
+	// closes (DB.Close), so does the idle spare.
+	live atomic.Int64
 
 	stmtMask    atomic.Uint32 // optional interfaces of the parent's statements …
 	stmtLearned atomic.Bool   // … once a statement was prepared
@@ -64,7 +67,9 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 }
 
 func (s *Shield) newScope() *scope {
-	return &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc.spare.live = &sc.live
+	return sc
 }
 
 // connect returns a virtual connection; open opens a real one.
@@ -129,6 +134,7 @@ func connMask(rc driver.Conn) uint16 {
 // one: background refreshes run on them, so that a cache hit never opens or
 // holds a connection of its caller. One idle connection is kept for a while.
 type spareConns struct {
+	live  *atomic.Int64 // the scope's open virtual connections
 	mu    sync.Mutex
 	open  func(context.Context) (driver.Conn, error)
 	idle  driver.Conn
@@ -180,7 +186,7 @@ func (p *spareConns) takeIdle() driver.Conn {
 
 func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
 	p.mu.Lock()
-	if !broken && p.idle == nil {
+	if !broken && p.idle == nil && (p.live == nil || p.live.Load() > 0) {
 		p.idle = rc
 		p.timer = time.AfterFunc(spareIdle, func() { p.closeIdle(rc, s) })
 		p.mu.Unlock()
@@ -189,6 +195,15 @@ func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
 	p.mu.Unlock()
 	s.stats.realConns.Add(-1)
 	_ = rc.Close()
+}
+
+// closeAll closes the idle connection, if any: the scope's last virtual
+// connection closed.
+func (p *spareConns) closeAll(s *Shield) {
+	if rc := p.takeIdle(); rc != nil {
+		s.stats.realConns.Add(-1)
+		_ = rc.Close()
+	}
 }
 
 // closeIdle closes rc if it is still the idle connection.

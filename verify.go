@@ -145,6 +145,9 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 	if !sc.postgres {
 		return nil
 	}
+	if plainText(r) {
+		return plainVerdict
+	}
 	gen := s.schemaGen.Load()
 	memo := sc.verdicts.Load()
 	if memo == nil || memo.gen != gen {
@@ -183,6 +186,26 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 	}
 	go sc.probe(s, nv, r)
 	return nv
+}
+
+// plainVerdict is the verdict on a statement with nothing for the server to
+// resolve.
+var plainVerdict = func() *verdict {
+	v := &verdict{ready: make(chan struct{}), sv: ServerVerdict{TablesKnown: true}}
+	close(v.ready)
+	return v
+}()
+
+// plainText reports whether r leaves the server nothing to resolve: one
+// SELECT that reads no relation, calls no function and applies no operator
+// (SELECT 1, SELECT $1::int): no view, operator, attribute notation or
+// function can hide in it. A cast of a constant to a type calls only the
+// type's input function, which PostgreSQL allows in C alone.
+func plainText(r *sqlscan.Result) bool {
+	if len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect || len(r.Tables) != 0 || len(r.Functions) != 0 {
+		return false
+	}
+	return !strings.ContainsAny(r.Normalized, "+-*/<>=~!@#%^&|`?.[") // no operator, no attribute
 }
 
 // awaitVerdict waits for v on ctx, at most verdictWait, and reports

@@ -469,7 +469,7 @@ type queryRower interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
-func scalar(ctx context.Context, q queryRower, query string, args ...any) (int64, error) {
+func scalarInt(ctx context.Context, q queryRower, query string, args ...any) (int64, error) {
 	var v int64
 	err := q.QueryRowContext(ctx, query, args...).Scan(&v)
 	return v, err
@@ -526,7 +526,7 @@ func (w *diffWriter) failed(start int64, via string, err error, objs ...*diffObj
 // update runs an UPDATE … RETURNING the object's new version.
 func (w *diffWriter) update(via string, o *diffObj, query string, args ...any) {
 	start := w.now()
-	got, err := scalar(w.ctx, w.c.wdb, query, args...)
+	got, err := scalarInt(w.ctx, w.c.wdb, query, args...)
 	if err == nil {
 		err = w.next(o, got, via)
 	}
@@ -653,7 +653,7 @@ func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 					o     *diffObj
 					query string
 				}{{p, updP}, {q, updQ}} {
-					got, err := scalar(w.ctx, tx, u.query, k)
+					got, err := scalarInt(w.ctx, tx, u.query, k)
 					if err == nil {
 						err = w.next(u.o, got, "transaction (committed)")
 					}
@@ -666,7 +666,7 @@ func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 			}, p, q, n)
 		default:
 			w.tx("transaction (rolled back)", false, func(tx *sql.Tx) error {
-				bad, err := scalar(w.ctx, tx, poison, k)
+				bad, err := scalarInt(w.ctx, tx, poison, k)
 				if err != nil {
 					return err
 				}
@@ -723,7 +723,7 @@ $fn$`, fn, vo))
 			via = "SELECT " + fn + "() under " + pol.name
 		}
 		start := w.now()
-		got, err := scalar(ctx, w.c.wdb, query, k)
+		got, err := scalarInt(ctx, w.c.wdb, query, k)
 		if err == nil {
 			err = w.next(o, got, via)
 		}
@@ -873,7 +873,7 @@ $fn$`, fn, tt),
 			return
 		}
 		w.tx("UPDATE "+ts+" (trigger) in a transaction", true, func(tx *sql.Tx) error {
-			got, err := scalar(w.ctx, tx, upd, k)
+			got, err := scalarInt(w.ctx, tx, upd, k)
 			if err == nil {
 				err = w.next(o, got, "UPDATE (trigger) in a transaction")
 			}
@@ -973,7 +973,7 @@ func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 		o := c.objs[base+k]
 		const via = "UPDATE on pgx, then Invalidate"
 		start := w.now()
-		got, err := scalar(w.ctx, w.c.wdb, upd, k)
+		got, err := scalarInt(w.ctx, w.c.wdb, upd, k)
 		if err == nil {
 			err = w.next(o, got, via)
 		}
