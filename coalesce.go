@@ -57,7 +57,8 @@ type read struct {
 	c      *conn
 	query  string // the SQL text, for background refreshes
 	r      *sqlscan.Result
-	fate   *fate
+	a      annotation // the statement's annotation and …
+	v      *verdict   // … the server's verdict, for a read that leaves its flight
 	plan   plan
 	args   []driver.NamedValue // detached from the caller
 	run    runFunc
@@ -105,7 +106,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		return c.pass(ctx, query, f, run, args)
 	}
 	// The key's bytes are never written again: the string may alias them.
-	rd := read{c: c, query: query, r: r, fate: f, plan: p, args: args, run: run,
+	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
 		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known}
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
@@ -265,7 +266,7 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 		return nil, err
 	}
 	defer t.slot.Release(1)
-	return rd.c.pass(ctx, rd.query, rd.fate, rd.run, rd.args) // it consults the breaker itself
+	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v}, rd.run, rd.args) // it consults the breaker itself
 }
 
 // joinOrLead joins the key's flight if it started after the last write to

@@ -377,16 +377,16 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 // query runs one read as route decides: shared through the cache and
 // flights, or passed through.
 func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
-	f, err := c.s.route(ctx, c, r, args)
-	if err != nil {
+	var f fate
+	if err := c.s.route(ctx, c, r, args, &f); err != nil {
 		return nil, err
 	}
 	if f.reason == "" {
-		return c.s.share(ctx, c, query, f, args, run)
+		return c.s.share(ctx, c, query, &f, args, run)
 	}
 	c.s.stats.bypass(f.reason)
 	c.s.logBypass(ctx, r, f.reason)
-	return c.pass(ctx, query, f, run, args)
+	return c.pass(ctx, query, &f, run, args)
 }
 
 // pass runs a statement on the real connection and records its effects.

@@ -63,18 +63,19 @@ func TestAnnotationOverridesContextOverridesDefault(t *testing.T) {
 	s := New(Options{Default: Policy{MaxRows: 10, Wait: time.Second}})
 	c := &conn{s: s, sc: s.newScope()}
 	r := scanFor(t, "/* sqlflight: maxrows=3 */ SELECT n FROM items")
-	f, err := s.route(context.Background(), c, r, nil)
+	f := new(fate)
+	err := s.route(context.Background(), c, r, nil, f)
 	p := f.plan.pol
 	if err != nil || p.MaxRows != 3 || p.Wait != time.Second {
 		t.Fatalf("annotation over default: %+v %v", p, err)
 	}
 	ctx := WithPolicy(context.Background(), Policy{MaxRows: 7, Wait: 2 * time.Second})
-	f, _ = s.route(ctx, c, r, nil)
+	_ = s.route(ctx, c, r, nil, f)
 	p = f.plan.pol
 	if p.MaxRows != 3 || p.Wait != 2*time.Second {
 		t.Fatalf("annotation over context: %+v", p)
 	}
-	f, _ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"), nil)
+	_ = s.route(ctx, c, scanFor(t, "SELECT n FROM items"), nil, f)
 	p = f.plan.pol
 	if p.MaxRows != 7 {
 		t.Fatalf("context over default: %+v", p)

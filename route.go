@@ -74,14 +74,14 @@ func (c *conn) scan(query string) *sqlscan.Result {
 
 // route decides the fate of a read on c. An error (only under
 // Options.Strict) fails the statement.
-func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result, args []driver.NamedValue) (*fate, error) {
+func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result, args []driver.NamedValue, f *fate) error {
 	a, annotated, err := s.annotationOf(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	f := &fate{r: r, a: a}
+	*f = fate{r: r, a: a}
 	s.decide(ctx, c, f, annotated, args, true)
-	return f, nil
+	return nil
 }
 
 // routeQuiet is route without counting or warning about the annotation,
@@ -152,8 +152,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 			f.reason = bypassNotShareable
 			return
 		}
-		f.tables = union(v.sv.Tables, r.Tables)
-		f.known = v.sv.TablesKnown
+		f.tables, f.known = v.tables, v.sv.TablesKnown
 		cacheable = r.Verdict != sqlscan.InFlightOnly && !v.sv.TimeDependent && !v.sv.UserFunctions &&
 			len(v.sv.Volatile) == 0
 	} else if r.Verdict == sqlscan.OptIn && !allPure(a.pure, r.Unknown) {

@@ -69,22 +69,23 @@ type ServerVerdict struct {
 // is closed once the fields are set.
 type verdict struct {
 	ready chan struct{}
+	done  atomic.Bool // ready is closed (read without a select on the hit path)
 	gen   uint64 // the Shield's schema generation it was learned under
 
 	err     error     // the probe failed: the statement runs unshared, as a write to any table
 	retryAt time.Time // a failed verdict is asked again after this
 
 	sv     ServerVerdict
+	tables []string // what a shared result depends on: the server's base tables and the names in the text
 	params []uint32 // parameter type OIDs
 }
 
-func (v *verdict) known() bool {
-	select {
-	case <-v.ready:
-		return true
-	default:
-		return false
-	}
+func (v *verdict) known() bool { return v.done.Load() }
+
+// publish makes v known.
+func (v *verdict) publish() {
+	v.done.Store(true)
+	close(v.ready)
 }
 
 // volatileUnvouched reports the volatile functions that pure does not name.
@@ -191,8 +192,8 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 // plainVerdict is the verdict on a statement with nothing for the server to
 // resolve.
 var plainVerdict = func() *verdict {
-	v := &verdict{ready: make(chan struct{}), sv: ServerVerdict{TablesKnown: true}}
-	close(v.ready)
+	v := &verdict{ready: make(chan struct{}), sv: ServerVerdict{TablesKnown: true}, tables: []string{}}
+	v.publish()
 	return v
 }()
 
@@ -227,7 +228,7 @@ func awaitVerdict(ctx context.Context, v *verdict) bool {
 
 // probe asks the server for v and publishes it.
 func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
-	defer close(v.ready)
+	defer v.publish()
 	defer func() {
 		if p := recover(); p != nil {
 			v.err = fmt.Errorf("sqlflight: statement probe panicked: %v", p)
@@ -242,7 +243,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
 		sv, params, err := probeStatement(ctx, conn, r)
 		if err == nil {
-			v.sv, v.params = sv, params
+			v.sv, v.params, v.tables = sv, params, union(sv.Tables, r.Tables)
 		}
 		return err
 	})
