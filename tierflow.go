@@ -124,10 +124,18 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	pause := 2 * time.Millisecond
+	// gaveUp counts a wait for another instance's holder that ran out
+	// (wherever the bound struck: in a look, a lease attempt or a pause).
+	gaveUp := func(waited bool) bool {
+		if waited && lctx.Err() != nil && ctx.Err() == nil {
+			ts.stats.leaseExpired.Add(1)
+		}
+		return false
+	}
 	for waited := false; ; waited = true {
 		e, err := s.fetchShared(lctx, rd, f.seq)
 		if err != nil || lctx.Err() != nil {
-			return false
+			return gaveUp(waited)
 		}
 		if e != nil {
 			s.answerFromShared(st, f, rd, e)
@@ -147,7 +155,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 			return false
 		}
 		if rd.version == 0 || lctx.Err() != nil {
-			return false // the tier failed, or no time is left
+			return gaveUp(waited) // the tier failed, or no time is left
 		}
 		if !waited {
 			ts.stats.leaseWaits.Add(1)
@@ -160,10 +168,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		case <-t.C:
 		case <-lctx.Done():
 			t.Stop()
-			if ctx.Err() == nil {
-				ts.stats.leaseExpired.Add(1)
-			}
-			return false
+			return gaveUp(true)
 		}
 	}
 }
