@@ -29,6 +29,10 @@ type flight struct {
 	res       *result
 	err       error
 	notShared bool // the result could not be shared: followers run their own query
+	// fromShared is the shared tier's entry the flight was answered with
+	// (nil when it queried): a value filled earlier, which a follower
+	// stricter than the leader may not take.
+	fromShared *entry
 
 	waiters    int
 	leaderLeft bool
@@ -240,6 +244,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		}
 		rows, err := s.await(ctx, f, lead, rd.plan.pol.Wait)
 		switch {
+		case err == nil && !lead && f.fromShared != nil &&
+			s.judge(f.fromShared, rd.plan.pol).at(s.opts.Clock.Now()) == expired && attempt < 3:
+			// Older than this follower's own policy allows: look again.
+			_ = rows.Close()
+			continue
 		case err == nil:
 			return rows, nil
 		case errors.Is(err, errWaitExpired):

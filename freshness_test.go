@@ -252,3 +252,35 @@ func TestSharedValueJudgedByReadersPolicy(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestStricterFollowerOfASharedAnswer: a flight answered from the shared
+// tier hands its followers a value filled earlier; a follower whose own
+// policy allows less staleness than the leader's does not take it.
+func TestStricterFollowerOfASharedAnswer(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{RedisTimeout: time.Minute})
+	if n := readN(t, f[0].db, longTTL, 1); n != 1 {
+		t.Fatal(n)
+	}
+	tier.clock.Add(1500 * time.Millisecond)
+	gate := make(chan struct{})
+	tier.fetchGate.Store(&gate)
+	lead := make(chan int64)
+	go func() { lead <- readN(t, f[1].db, longTTL, 1) }()
+	waitFor(t, "the leader in the tier", func() bool { return f[1].s.Stats().Flights == 1 })
+	follow := make(chan int64)
+	go func() { follow <- readN(t, f[1].db, strictTTL, 1) }()
+	waitFor(t, "the stricter follower", func() bool { return f[1].s.Stats().Followers == 1 })
+	tier.fetchGate.Store(nil)
+	close(gate)
+	if n := <-lead; n != 1 {
+		t.Fatal(n)
+	}
+	if n := <-follow; n != 1 {
+		t.Fatal(n)
+	}
+	st := f[1].s.Stats()
+	if q := f[1].c.d.queries.Load(); q != 1 || st.SharedHits != 1 {
+		t.Fatalf("the stricter follower took the leader's 1.5 s old value from the tier: queries %d, %+v", q, st)
+	}
+}

@@ -26,6 +26,7 @@ type memTier struct {
 	heldElsewhere atomic.Bool // no lease is ever granted
 	failPublish   atomic.Bool
 	calls         atomic.Int64
+	fetchGate     atomic.Pointer[chan struct{}] // when set, Fetch waits for it to close
 
 	mu     sync.Mutex
 	seq    uint64
@@ -63,6 +64,13 @@ func (m *memTier) check(ctx context.Context) error {
 }
 
 func (m *memTier) Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error) {
+	if g := m.fetchGate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return SharedValue{}, ctx.Err()
+		}
+	}
 	if err := m.check(ctx); err != nil {
 		return SharedValue{}, err
 	}

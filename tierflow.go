@@ -220,6 +220,7 @@ func (s *Shield) releaseLease(rd *read) {
 // it into L1, unless a write to its tables happened through this process
 // since f started.
 func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
+	f.fromShared = e // its followers judge its age by their own policies
 	s.tier.stats.hits.Add(1)
 	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
 		return
