@@ -28,8 +28,9 @@ import (
 // The demo's hot key: every caller asks for this row, through a query that
 // calls slow_price, a function of the database that stands for an expensive
 // computation and counts its own executions (a Go function registered in
-// SQLite; a plpgsql function bumping a sequence in Postgres). The scanner
-// cannot vouch for slow_price, so the annotation opts the query into sharing.
+// SQLite; a plpgsql function bumping a sequence in Postgres). It is
+// VOLATILE (it counts), and nothing but the statement's own pure= entry can
+// vouch for such a function: the annotation says it may be shared.
 const (
 	hotID    = 3
 	hotName  = "espresso machine"
@@ -53,8 +54,8 @@ type way struct {
 func demoWays(soft, hard time.Duration) []way {
 	return []way{
 		{name: "no protection"},
-		{name: "coalescing only", annotation: "/* sqlflight: coalesce */", protected: true},
-		{name: "soft/hard TTL", annotation: fmt.Sprintf("/* sqlflight: coalesce soft=%s hard=%s */", soft, hard), protected: true},
+		{name: "coalescing only", annotation: "/* sqlflight: coalesce pure=slow_price */", protected: true},
+		{name: "soft/hard TTL", annotation: fmt.Sprintf("/* sqlflight: coalesce pure=slow_price soft=%s hard=%s */", soft, hard), protected: true},
 	}
 }
 
