@@ -248,12 +248,14 @@ func (e *env) seqValue(ctx context.Context, seq string) int64 {
 // pointQuery reads n rows starting at id $1 and calls the read counter once
 // (a FROM-clause function scan runs once per statement).
 func (e *env) pointQuery(ann string, n int) string {
-	return fmt.Sprintf(`/* sqlflight: %s tables=%s */ SELECT t.id, t.v, t.ver, t.label FROM %s() AS c, %s AS t WHERE t.id >= $1 AND t.id < $1 + %d ORDER BY t.id`,
-		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.table, n)
+	// The counter is VOLATILE (it counts): pure= says the result may be
+	// shared all the same, which nothing else can.
+	return fmt.Sprintf(`/* sqlflight: %s tables=%s pure=%s */ SELECT t.id, t.v, t.ver, t.label FROM %s() AS c, %s AS t WHERE t.id >= $1 AND t.id < $1 + %d ORDER BY t.id`,
+		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.cnt, e.table, n)
 }
 
 func (e *env) slowQuery(ann string) string {
-	return fmt.Sprintf(`/* sqlflight: %s */ SELECT * FROM %s($1)`, ann, e.slow)
+	return fmt.Sprintf(`/* sqlflight: %s pure=%s */ SELECT * FROM %s($1)`, ann, e.slow, e.slow)
 }
 
 func (e *env) writeQuery() string {
