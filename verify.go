@@ -334,6 +334,11 @@ var timeFuncs = map[string]bool{
 
 const probeName = "sqlflight_probe"
 
+// catalogMode runs the fixed catalog queries as prepared statements, cached
+// per connection, whatever exec mode the DSN chose (the simple protocol
+// cannot carry arguments when standard_conforming_strings is off).
+const catalogMode = pgx.QueryExecModeCacheStatement
+
 // depsQuery follows the probe function's recorded dependencies: relations
 // (a view through its _RETURN rule), functions (their SQL-standard bodies
 // too) and operators (to their functions). Built-ins are pinned and never
@@ -390,7 +395,7 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 	params := sd.ParamOIDs
 	var types []string
 	if len(params) > 0 {
-		if err := conn.QueryRow(ctx, paramTypesQuery, params).Scan(&types); err != nil {
+		if err := conn.QueryRow(ctx, paramTypesQuery, catalogMode, params).Scan(&types); err != nil {
 			return sv, nil, err
 		}
 		if len(types) != len(params) {
@@ -410,7 +415,7 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 	if _, err := pc.ExecParams(ctx, create, nil, nil, nil, nil).Close(); err != nil {
 		return sv, nil, err
 	}
-	rows, err := conn.Query(ctx, depsQuery)
+	rows, err := conn.Query(ctx, depsQuery, catalogMode)
 	if err != nil {
 		return sv, nil, err
 	}
@@ -486,7 +491,7 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			list = append(list, n)
 		}
 		slices.Sort(list)
-		rows, err := conn.Query(ctx, builtinQuery, list)
+		rows, err := conn.Query(ctx, builtinQuery, catalogMode, list)
 		if err != nil {
 			return sv, nil, err
 		}
@@ -672,7 +677,7 @@ func queryClosure(ctx context.Context, conn *pgx.Conn, table string) (closure, e
 	}
 	// The scanner keeps quoted names exact and folds the others; epochs
 	// fold every name, so ask for both spellings.
-	rows, err := conn.Query(ctx, closureQuery, []string{name, strings.ToLower(name)})
+	rows, err := conn.Query(ctx, closureQuery, catalogMode, []string{name, strings.ToLower(name)})
 	if err != nil {
 		return closure{}, err
 	}
