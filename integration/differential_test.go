@@ -587,15 +587,11 @@ const diffPoison = 1_000_000
 // diffEpochs: many writers to the same tables, every kind of write.
 func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows, groups = 12, 6
-	ep, eq, ei := "dif_ep_"+id, "dif_eq_"+id, "dif_ei_"+id
+	ep, eq, ei := counterTable(t, admin, "dif_ep_"+id, rows), counterTable(t, admin, "dif_eq_"+id, rows), "dif_ei_"+id
 	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, ep),
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, eq),
 		fmt.Sprintf(`CREATE TABLE %s (grp int NOT NULL, w int NOT NULL)`, ei),
-		fmt.Sprintf(`CREATE INDEX ON %s (grp)`, ei),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, ep, rows-1),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, eq, rows-1))
-	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+ep, "DROP TABLE IF EXISTS "+eq, "DROP TABLE IF EXISTS "+ei)
+		fmt.Sprintf(`CREATE INDEX ON %s (grp)`, ei))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+ei)
 
 	c := &diffClass{
 		catches:  "read-your-writes across concurrent writes to one table (epochs that move backwards), rolled-back values",
@@ -687,10 +683,8 @@ func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 // every policy.
 func diffVolatile(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows = 6
-	vo, fn := "dif_vo_"+id, "dif_vf_"+id
+	vo, fn := counterTable(t, admin, "dif_vo_"+id, rows), "dif_vf_"+id
 	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, vo),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, vo, rows-1),
 		fmt.Sprintf(`CREATE FUNCTION %s(k int) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE r bigint;
 BEGIN
@@ -698,7 +692,7 @@ BEGIN
 	RETURN r;
 END
 $fn$`, fn, vo))
-	cleanupExec(t, admin, fmt.Sprintf("DROP FUNCTION IF EXISTS %s(int)", fn), "DROP TABLE IF EXISTS "+vo)
+	cleanupExec(t, admin, fmt.Sprintf("DROP FUNCTION IF EXISTS %s(int)", fn))
 
 	c := &diffClass{
 		catches:  "a volatile function's result shared or cached under a TTL policy (the write it makes is lost), and its call not counting as a write",
@@ -840,12 +834,9 @@ func diffCascade(t *testing.T, admin *sql.DB, id string) *diffClass {
 // diffTrigger: the read table is written only by a trigger on another.
 func diffTrigger(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows = 8
-	ts, tt, fn, tr := "dif_ts_"+id, "dif_tt_"+id, "dif_tf_"+id, "dif_tr_"+id
+	ts, tt := counterTable(t, admin, "dif_ts_"+id, rows), counterTable(t, admin, "dif_tt_"+id, rows)
+	fn, tr := "dif_tf_"+id, "dif_tr_"+id
 	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, ts),
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, tt),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, ts, rows-1),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, tt, rows-1),
 		fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
 	UPDATE %s SET ver = NEW.ver WHERE id = NEW.id;
@@ -853,7 +844,7 @@ BEGIN
 END
 $fn$`, fn, tt),
 		fmt.Sprintf(`CREATE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, tr, ts, fn))
-	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+ts, "DROP TABLE IF EXISTS "+tt, fmt.Sprintf("DROP FUNCTION IF EXISTS %s()", fn))
+	cleanupExec(t, admin, fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", tr, ts), fmt.Sprintf("DROP FUNCTION IF EXISTS %s()", fn))
 
 	c := &diffClass{
 		catches:  "a write to a table whose trigger writes the read table not invalidating it",
@@ -887,15 +878,12 @@ $fn$`, fn, tt),
 // base table written through an updatable view.
 func diffView(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows = 8
-	vb, vv, wb, wv := "dif_vb_"+id, "dif_vv_"+id, "dif_wb_"+id, "dif_wv_"+id
+	vb, wb := counterTable(t, admin, "dif_vb_"+id, rows), counterTable(t, admin, "dif_wb_"+id, rows)
+	vv, wv := "dif_vv_"+id, "dif_wv_"+id
 	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, vb),
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, wb),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, vb, rows-1),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, wb, rows-1),
 		fmt.Sprintf(`CREATE VIEW %s AS SELECT id, ver FROM %s`, vv, vb),
 		fmt.Sprintf(`CREATE VIEW %s AS SELECT id, ver FROM %s`, wv, wb))
-	cleanupExec(t, admin, "DROP VIEW IF EXISTS "+vv, "DROP VIEW IF EXISTS "+wv, "DROP TABLE IF EXISTS "+vb, "DROP TABLE IF EXISTS "+wb)
+	cleanupExec(t, admin, "DROP VIEW IF EXISTS "+vv, "DROP VIEW IF EXISTS "+wv)
 
 	c := &diffClass{
 		catches:  "a view's read not depending on its base table, and a write through a view not invalidating its base table",
@@ -924,11 +912,7 @@ func diffView(t *testing.T, admin *sql.DB, id string) *diffClass {
 // written through another Shield.
 func diffStrict(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows = 4
-	st := "dif_st_" + id
-	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, st),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, st, rows-1))
-	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+st)
+	st := counterTable(t, admin, "dif_st_"+id, rows)
 
 	c := &diffClass{
 		catches:  "a reader served an entry older than its own policy allows (filled under a longer TTL)",
@@ -948,14 +932,20 @@ func diffStrict(t *testing.T, admin *sql.DB, id string) *diffClass {
 	return c
 }
 
+// counterTable creates table name with rows versioned rows (ver 0), dropped
+// when the test ends, and returns its name.
+func counterTable(t *testing.T, admin *sql.DB, name string, rows int) string {
+	mustExec(t, admin,
+		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, name),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, name, rows-1))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+name)
+	return name
+}
+
 // diffInvalidate: writes behind the Shield's back, then Invalidate.
 func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows = 4
-	mi := "dif_mi_" + id
-	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, ver bigint NOT NULL)`, mi),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0 FROM generate_series(0, %d) g`, mi, rows-1))
-	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+mi)
+	mi := counterTable(t, admin, "dif_mi_"+id, rows)
 
 	c := &diffClass{
 		catches:  "Shield.Invalidate not making later reads see a write made behind the Shield's back",
