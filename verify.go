@@ -70,7 +70,7 @@ type ServerVerdict struct {
 type verdict struct {
 	ready chan struct{}
 	done  atomic.Bool // ready is closed (read without a select on the hit path)
-	gen   uint64 // the Shield's schema generation it was learned under
+	gen   uint64      // the Shield's schema generation it was learned under
 
 	err     error     // the probe failed: the statement runs unshared, as a write to any table
 	retryAt time.Time // a failed verdict is asked again after this
