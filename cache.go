@@ -224,7 +224,10 @@ func (s *Shield) Invalidate(tables ...string) {
 
 // InvalidateAll drops every cached result of the Shield and makes every
 // in-flight query unjoinable; with a shared tier, on every instance.
-func (s *Shield) InvalidateAll() { s.bump(nil, false) }
+func (s *Shield) InvalidateAll() {
+	s.schemaGen.Add(1) // the schema may have changed too: ask the server again
+	s.bump(nil, false)
+}
 
 // freshness of an entry at a moment.
 type freshness int

@@ -245,10 +245,14 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		rows, err := s.await(ctx, f, lead, rd.plan.pol.Wait)
 		switch {
 		case err == nil && !lead && f.fromShared != nil &&
-			s.judge(f.fromShared, rd.plan.pol).at(s.opts.Clock.Now()) == expired && attempt < 3:
-			// Older than this follower's own policy allows: look again.
+			s.judge(f.fromShared, rd.plan.pol).at(s.opts.Clock.Now()) == expired:
+			// Older than this follower's own policy allows: look again, or,
+			// after a few tries, ask the database itself.
 			_ = rows.Close()
-			continue
+			if attempt < 3 {
+				continue
+			}
+			return s.passGuarded(ctx, rd)
 		case err == nil:
 			return rows, nil
 		case errors.Is(err, errWaitExpired):

@@ -86,8 +86,11 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 	}
 	c := &conn{s: s, sc: sc} // clean, outside a transaction
 	x := s.explain(ctx, c, c.scan(query), query, true)
-	if !sc.postgres {
+	switch {
+	case !sc.postgres:
 		x.Provisional = "text only: the parent driver is not PostgreSQL, so no catalog can confirm the scanner's verdict"
+	case !sc.serverVerdicts():
+		x.Provisional = "text only: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege)"
 	}
 	return x, nil
 }
@@ -105,7 +108,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		}
 	}
 	f := s.routeQuiet(ctx, c, r, ask)
-	if ask && f.v == nil && c.sc.postgres && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
+	if ask && f.v == nil && c.sc.serverVerdicts() && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
 		// Not a candidate for sharing, but the verdict still says what it
 		// calls and whether it may write.
 		f.v = c.sc.verdictOf(s, r)

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -285,10 +286,14 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		if st.ClearsTaint && !failed {
 			c.tainted = false
 		}
-		if st.Kind == sqlscan.KindDDL {
+		if changesSchema(r, st) {
 			// The schema changed (or may have): verdicts and closures
-			// learned before are forgotten.
+			// learned before are forgotten — now, and again when its
+			// transaction ends (a probe in between saw the old schema).
 			c.s.schemaGen.Add(1)
+			if c.inTx() {
+				c.txWrites.ddl = true
+			}
 		}
 		if w, ok := c.writeOf(ctx, f, st); ok {
 			if c.inTx() {
@@ -309,6 +314,9 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 // endTx ends the transaction's bookkeeping; a commit bumps the epochs of
 // every table written in it.
 func (c *conn) endTx(commit bool) {
+	if c.txWrites.ddl {
+		c.s.schemaGen.Add(1)
+	}
 	if commit {
 		c.s.bump(c.txWrites.tables, !c.txWrites.all)
 	}
@@ -329,6 +337,12 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	}
 	named := f.a.set&setTables != 0
 	switch {
+	case st.Kind == sqlscan.KindExplain && explainRuns(f.r):
+		// EXPLAIN ANALYZE runs its statement, functions and all.
+		if named {
+			return write{tables: f.a.p.Tables, known: true}, true
+		}
+		return write{}, true
 	case st.Kind == sqlscan.KindSelect && c.readMayWrite(ctx, f, st):
 		if named {
 			return write{tables: f.a.p.Tables, known: true}, true
@@ -355,7 +369,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 // write no table; nextval and setval name their sequence to the scanner.
 func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement) bool {
 	r := f.r
-	if !c.sc.postgres {
+	if !c.sc.serverVerdicts() {
 		return !allPure(f.a.pure, r.Unknown)
 	}
 	if len(r.Statements) != 1 {
@@ -367,21 +381,60 @@ func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement)
 	if v == nil {
 		v = c.sc.verdictOf(c.s, r)
 	}
-	if !awaitVerdict(ctx, v) || v.err != nil {
-		return true
+	switch {
+	case !awaitVerdict(ctx, v):
+		return true // not known in time: it may have written anything
+	case v.err != nil:
+		// The server could not plan it (a missing table, a temporary
+		// table of this session, a lock): the scanner's view.
+		return !allPure(f.a.pure, r.Unknown)
 	}
 	for _, fn := range v.sv.Functions {
-		if fn.Volatility == "volatile" && !fn.Builtin && !pureNames(f.a.pure, fn.Schema+"."+fn.Name) {
+		switch {
+		case fn.Builtin && runsSQL(fn.Name):
+			return true // query_to_xml('SELECT my_writer()', …)
+		case fn.Volatility == "volatile" && !fn.Builtin && !pureNames(f.a.pure, fn.Schema+"."+fn.Name):
 			return true
 		}
 	}
 	return false
 }
 
+// explainRuns reports whether an EXPLAIN text may run its statement
+// (ANALYZE, in either spelling or option form).
+func explainRuns(r *sqlscan.Result) bool {
+	up := strings.ToUpper(r.Normalized)
+	return strings.Contains(up, "ANALYZE") || strings.Contains(up, "ANALYSE")
+}
+
 // writeSet accumulates the tables written in a transaction.
 type writeSet struct {
 	all    bool
+	ddl    bool // it changed the schema
 	tables []string
+}
+
+// changesSchema reports whether st may change what the server's verdicts
+// describe: DDL (but not VACUUM, ANALYZE, REFRESH, CLUSTER, REINDEX, nor a
+// temporary table, which only its own session sees), and DO/CALL, whose
+// code may run DDL.
+func changesSchema(r *sqlscan.Result, st *sqlscan.Statement) bool {
+	switch {
+	case st.Kind == sqlscan.KindCall:
+		return true
+	case st.Kind != sqlscan.KindDDL:
+		return false
+	case len(r.Statements) != 1:
+		return true
+	case st.Taints:
+		return false // CREATE TEMP …
+	}
+	word, _, _ := strings.Cut(strings.TrimLeft(r.Normalized, "( "), " ")
+	switch strings.ToUpper(word) {
+	case "VACUUM", "ANALYZE", "ANALYSE", "REFRESH", "CLUSTER", "REINDEX":
+		return false
+	}
+	return true
 }
 
 func (w *writeSet) add(tables []string, known bool) {

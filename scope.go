@@ -36,8 +36,10 @@ type scope struct {
 	// closures per table, and how the server reads '…' literals.
 	verdicts    atomic.Pointer[verdictMemo]
 	closures    atomic.Pointer[closureMemo]
-	probes      chan struct{} // bounds the probes running at once
+	probes      chan struct{} // bounds the probes (and closure lookups) running at once
+	pending     atomic.Int64  // probes waiting or running
 	nonStandard atomic.Bool   // standard_conforming_strings = off
+	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
 
 	spare spareConns // real connections for background refreshes and probes
 	// live counts the scope's open virtual connections: when the last one

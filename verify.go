@@ -72,8 +72,8 @@ type verdict struct {
 	done  atomic.Bool // ready is closed (read without a select on the hit path)
 	gen   uint64      // the Shield's schema generation it was learned under
 
-	err     error     // the probe failed: the statement runs unshared, as a write to any table
-	retryAt time.Time // a failed verdict is asked again after this
+	err     error     // the probe failed: the statement runs unshared
+	retryAt time.Time // the verdict is asked again after this
 
 	sv     ServerVerdict
 	tables []string // what a shared result depends on: the server's base tables and the names in the text
@@ -130,11 +130,16 @@ const (
 	maxVerdicts = 8192
 	// verdictWait bounds how long a caller waits for the probe of a new
 	// shape before running it unshared.
-	verdictWait = 5 * time.Second
+	verdictWait = 2 * time.Second
+	// maxPendingProbes bounds the probes a scope keeps waiting or running.
+	maxPendingProbes = 64
 	// probeTimeout bounds one probe on the server.
 	probeTimeout = 5 * time.Second
 	// retryFailedProbe is how long a failed verdict stands.
 	retryFailedProbe = 5 * time.Second
+	// verdictMaxAge is how long a verdict stands: DDL through the Shield
+	// forgets it at once, DDL by anyone else after this.
+	verdictMaxAge = 10 * time.Minute
 	// maxProbes bounds the probes a scope runs at once.
 	maxProbes = 2
 )
@@ -143,7 +148,7 @@ const (
 // is none (or a failed one expired). It returns nil when the parent is not
 // PostgreSQL: its verdicts are the scanner's alone.
 func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
-	if !sc.postgres {
+	if !sc.serverVerdicts() {
 		return nil
 	}
 	if plainText(r) {
@@ -161,13 +166,14 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 	}
 	if x, ok := memo.m.Load(r.Normalized); ok {
 		v := x.(*verdict)
-		if !v.known() || v.err == nil || time.Now().Before(v.retryAt) {
+		if !v.known() || time.Now().Before(v.retryAt) {
 			return v
 		}
-		// A failed verdict expired: ask again.
+		// A failed verdict stands a few seconds, a good one verdictMaxAge
+		// (the schema may change behind the Shield's back): ask again.
 		nv := &verdict{ready: make(chan struct{}), gen: gen}
 		if memo.m.CompareAndSwap(r.Normalized, v, nv) {
-			go sc.probe(s, nv, r)
+			sc.startProbe(s, nv, r)
 			return nv
 		}
 		x, _ = memo.m.Load(r.Normalized)
@@ -185,9 +191,29 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 	if loaded {
 		return x.(*verdict)
 	}
-	go sc.probe(s, nv, r)
+	sc.startProbe(s, nv, r)
 	return nv
 }
+
+// startProbe runs v's probe in the background, unless too many wait
+// already (an application that inlines its values makes a new shape per
+// call): then v fails at once, briefly, and the statement runs unshared.
+func (sc *scope) startProbe(s *Shield, v *verdict, r *sqlscan.Result) {
+	if sc.pending.Add(1) > maxPendingProbes {
+		sc.pending.Add(-1)
+		s.stats.probeFailures.Add(1)
+		v.err = errProbesBusy
+		v.retryAt = time.Now().Add(time.Second)
+		v.publish()
+		return
+	}
+	go func() {
+		defer sc.pending.Add(-1)
+		sc.probe(s, v, r)
+	}()
+}
+
+var errProbesBusy = errors.New("sqlflight: too many statement shapes wait for the server's verdict")
 
 // plainVerdict is the verdict on a statement with nothing for the server to
 // resolve.
@@ -197,17 +223,24 @@ var plainVerdict = func() *verdict {
 	return v
 }()
 
-// plainText reports whether r leaves the server nothing to resolve: one
-// SELECT that reads no relation, calls no function and applies no operator
-// (SELECT 1, SELECT $1::int): no view, operator, attribute notation or
-// function can hide in it. A cast of a constant to a type calls only the
-// type's input function, which PostgreSQL allows in C alone.
+// plainText reports whether r leaves the server nothing to resolve: a
+// SELECT of numbers and parameters alone (SELECT 1, SELECT $1, $2). No
+// relation, function, operator, cast (a domain's CHECK, a user cast) or
+// attribute notation can hide in it.
 func plainText(r *sqlscan.Result) bool {
 	if len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect || len(r.Tables) != 0 || len(r.Functions) != 0 {
 		return false
 	}
-	return !strings.ContainsAny(r.Normalized, "+-*/<>=~!@#%^&|`?.[") // no operator, no attribute
+	rest, ok := strings.CutPrefix(r.Normalized, "SELECT ")
+	if !ok {
+		rest, ok = strings.CutPrefix(r.Normalized, "select ")
+	}
+	return ok && strings.Trim(rest, "0123456789$, ") == ""
 }
+
+// serverVerdicts reports whether the scope's server can be asked for
+// verdicts: a PostgreSQL that accepts the probe.
+func (sc *scope) serverVerdicts() bool { return sc.postgres && !sc.textOnly.Load() }
 
 // awaitVerdict waits for v on ctx, at most verdictWait, and reports
 // whether it is known (failed ones included).
@@ -240,6 +273,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	start := time.Now()
+	v.retryAt = time.Now().Add(verdictMaxAge)
 	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
 		sv, params, err := probeStatement(ctx, conn, r)
 		if err == nil {
@@ -249,6 +283,10 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	})
 	s.stats.probes.Add(1)
 	s.stats.probeDuration.observe(time.Since(start))
+	if errors.Is(err, errNoProbe) && !sc.textOnly.Swap(true) {
+		s.log.Warn("sqlflight: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege); this scope's verdicts are the scanner's alone",
+			"error", errorClass(errors.Unwrap(err)))
+	}
 	if err != nil {
 		s.stats.probeFailures.Add(1)
 		v.err = err
@@ -284,10 +322,11 @@ func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(*pgx.Conn) err
 		sc.spare.put(rc, false, s)
 		return errors.New("sqlflight: not a pgx connection")
 	}
+	broken := true // unless f returns normally and leaves the session idle
+	defer func() { sc.spare.put(rc, broken, s) }()
 	err = f(c.Conn())
 	pc := c.Conn().PgConn()
-	broken := pc.IsClosed() || pc.TxStatus() != 'I'
-	sc.spare.put(rc, broken, s)
+	broken = pc.IsClosed() || pc.TxStatus() != 'I'
 	return err
 }
 
@@ -317,6 +356,25 @@ var perSessionFuncs = map[string]bool{
 	"pg_stat_get_xact_function_total_time": true, "pg_stat_get_xact_function_self_time": true,
 }
 
+// readsNamedTables are built-ins that read tables named by their arguments
+// at run time, which no catalog dependency shows.
+var readsNamedTables = map[string]bool{
+	"table_to_xml": true, "table_to_xmlschema": true, "table_to_xml_and_xmlschema": true,
+	"schema_to_xml": true, "schema_to_xmlschema": true, "schema_to_xml_and_xmlschema": true,
+	"database_to_xml": true, "database_to_xmlschema": true, "database_to_xml_and_xmlschema": true,
+}
+
+// runsSQL reports whether a built-in runs SQL (or changes large objects)
+// given at run time: whatever that SQL calls may write any table.
+func runsSQL(name string) bool {
+	switch name {
+	case "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml",
+		"cursor_to_xmlschema", "ts_stat":
+		return true
+	}
+	return strings.HasPrefix(name, "dblink") || strings.HasPrefix(name, "lo_")
+}
+
 // tempSchemaFuncs name the session's temporary schema. The catalog's own
 // views (information_schema) call them only to hide other sessions'
 // temporary objects, which a clean session (one that made none) never
@@ -333,6 +391,10 @@ var timeFuncs = map[string]bool{
 }
 
 const probeName = "sqlflight_probe"
+
+// errNoProbe: the server refuses the probe itself (read-only, or no
+// TEMPORARY privilege); the scope falls back to the scanner's verdicts.
+var errNoProbe = errors.New("sqlflight: the server cannot be asked for its verdict")
 
 // catalogMode runs the fixed catalog queries as prepared statements, cached
 // per connection, whatever exec mode the DSN chose (the simple protocol
@@ -352,9 +414,17 @@ const depsQuery = `WITH RECURSIVE root AS (
   SELECT e.cls, e.obj FROM n, LATERAL (
     SELECT d.refclassid AS cls, d.refobjid AS obj FROM pg_catalog.pg_depend d
     WHERE d.classid = n.cls AND d.objid = n.obj
-      AND n.cls IN ('pg_catalog.pg_proc'::pg_catalog.regclass, 'pg_catalog.pg_rewrite'::pg_catalog.regclass)
+      AND n.cls IN ('pg_catalog.pg_proc'::pg_catalog.regclass, 'pg_catalog.pg_rewrite'::pg_catalog.regclass,
+                    'pg_catalog.pg_constraint'::pg_catalog.regclass)
       AND d.refclassid IN ('pg_catalog.pg_class'::pg_catalog.regclass, 'pg_catalog.pg_proc'::pg_catalog.regclass,
-                           'pg_catalog.pg_operator'::pg_catalog.regclass)
+                           'pg_catalog.pg_operator'::pg_catalog.regclass, 'pg_catalog.pg_type'::pg_catalog.regclass)
+    UNION ALL
+    -- a domain runs its CHECK constraints (and its base domain's)
+    SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, c.oid FROM pg_catalog.pg_constraint c
+    WHERE n.cls = 'pg_catalog.pg_type'::pg_catalog.regclass AND c.contypid = n.obj
+    UNION ALL
+    SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.typbasetype FROM pg_catalog.pg_type t
+    WHERE n.cls = 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid = n.obj AND t.typbasetype <> 0
     UNION ALL
     SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass, r.oid FROM pg_catalog.pg_rewrite r
     WHERE n.cls = 'pg_catalog.pg_class'::pg_catalog.regclass AND r.ev_class = n.obj AND r.rulename = '_RETURN'
@@ -364,11 +434,14 @@ const depsQuery = `WITH RECURSIVE root AS (
   ) e
 )
 SELECT 'r'::text, c.relname::text, c.relkind::text, c.relpersistence = 't', ns.nspname::text,
-       CASE WHEN c.relkind = 'v' THEN pg_catalog.pg_get_viewdef(c.oid) END, false
+       CASE WHEN c.relkind = 'v' THEN pg_catalog.pg_get_viewdef(c.oid) END, c.relrowsecurity
 FROM n JOIN pg_catalog.pg_class c ON n.cls = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid = n.obj
 JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
 UNION ALL
-SELECT 'f'::text, p.proname::text, p.provolatile::text, p.oid < 16384, ns.nspname::text,
+SELECT 'f'::text, p.proname::text,
+       -- the most volatile overload of the name: the one a differently typed argument reaches
+       (SELECT max(o.provolatile::text) FROM pg_catalog.pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace),
+       p.oid < 16384, ns.nspname::text,
        CASE WHEN p.prosqlbody IS NOT NULL THEN pg_catalog.pg_get_functiondef(p.oid) END,
        p.prosqlbody IS NULL AND p.provolatile <> 'i'
 FROM n JOIN pg_catalog.pg_proc p ON n.cls = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = n.obj
@@ -388,6 +461,17 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 	var sv ServerVerdict
 	pc := conn.PgConn()
 	body := probeBody(r)
+	// Everything runs in one transaction that is rolled back, under short
+	// timeouts: a lock held by a caller's own transaction (ALTER, LOCK,
+	// TRUNCATE before a read) fails the probe at once instead of stalling it.
+	if err := pc.Exec(ctx, "BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '200ms'").Close(); err != nil {
+		return sv, nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = pc.Exec(rctx, "ROLLBACK").Close()
+	}()
 	sd, err := pc.Prepare(ctx, "", body, nil)
 	if err != nil {
 		return sv, nil, err
@@ -402,17 +486,15 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			return sv, nil, errors.New("sqlflight: parameter types not resolved")
 		}
 	}
-	if err := pc.Exec(ctx, "BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'").Close(); err != nil {
-		return sv, nil, err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = pc.Exec(rctx, "ROLLBACK").Close()
-	}()
 	create := "CREATE FUNCTION pg_temp." + probeName + "(" + strings.Join(types, ", ") +
 		") RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC\n" + body + "\n;\nEND"
 	if _, err := pc.ExecParams(ctx, create, nil, nil, nil, nil).Close(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "25006" || pe.Code == "42501") {
+			// A hot standby, a read-only default, or no TEMPORARY privilege:
+			// this server cannot be asked at all.
+			return sv, nil, fmt.Errorf("%w: %w", errNoProbe, err)
+		}
 		return sv, nil, err
 	}
 	rows, err := conn.Query(ctx, depsQuery, catalogMode)
@@ -441,6 +523,10 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			tables[tableKey(name)] = true
 			if flag {
 				sv.PerSession = append(sv.PerSession, schema+"."+name)
+			}
+			if opaque {
+				// Row-level security: its policies may read other tables.
+				sv.TablesKnown = false
 			}
 		case "f":
 			if name == probeName && !flag {
@@ -520,6 +606,9 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 		}
 		if f.Builtin && timeFuncs[f.Name] {
 			sv.TimeDependent = true
+		}
+		if f.Builtin && (readsNamedTables[f.Name] || runsSQL(f.Name)) {
+			sv.TablesKnown = false // it reads tables named at run time
 		}
 		if !f.Builtin {
 			sv.UserFunctions = true
@@ -637,6 +726,18 @@ func (sc *scope) writeClosure(ctx context.Context, s *Shield, tables []string) (
 	memo.mu.Unlock()
 	if len(missing) == 0 {
 		return out, true
+	}
+	// Lookups share the probes' slots: concurrent writers after a schema
+	// change must not each open a spare connection.
+	wait := time.NewTimer(time.Second)
+	defer wait.Stop()
+	select {
+	case sc.probes <- struct{}{}:
+		defer func() { <-sc.probes }()
+	case <-ctx.Done():
+		return nil, false
+	case <-wait.C:
+		return nil, false // busy: any table
 	}
 	learned := make(map[string]closure, len(missing))
 	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
