@@ -44,26 +44,7 @@ func TestEpochsOnlyMoveForward(t *testing.T) {
 	var e epochs
 	sets := [][]string{{"a"}, {"a", "b"}, {"B", "public.c"}, {"c", "a"}}
 	const writers, rounds = 8, 3000
-	stop := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() { // epochs seen by a reader never go down
-		var last [4]uint64
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			cur := [4]uint64{e.epochOf("a"), e.epochOf("b"), e.epochOf("c"), e.all.Load()}
-			for i := range cur {
-				if cur[i] < last[i] {
-					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])
-					return
-				}
-			}
-			last = cur
-		}
-	})
+	stop, watch := watchEpochs(t, &e, "a", "b", "c")
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -131,26 +112,7 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	if s.tier == nil {
 		t.Fatal("shared tier not attached")
 	}
-	stop := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() { // epochs seen by a reader never go down
-		var last [3]uint64
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			cur := [3]uint64{s.epochs.epochOf("orders"), s.epochs.epochOf("lines"), s.epochs.all.Load()}
-			for i := range cur {
-				if cur[i] < last[i] {
-					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])
-					return
-				}
-			}
-			last = cur
-		}
-	})
+	stop, watch := watchEpochs(t, &s.epochs, "orders", "lines")
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {
@@ -200,4 +162,35 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	if got := s.tier.stats.received.Load(); got == 0 {
 		t.Error("no message was applied")
 	}
+}
+
+// watchEpochs watches the epochs of tables and of "all" from a goroutine of
+// its own until stop is closed, failing t if one ever goes down; wait on
+// the WaitGroup after closing stop.
+func watchEpochs(t *testing.T, e *epochs, tables ...string) (chan struct{}, *sync.WaitGroup) {
+	stop := make(chan struct{})
+	watch := new(sync.WaitGroup)
+	watch.Go(func() {
+		last := make([]uint64, len(tables)+1)
+		cur := make([]uint64, len(tables)+1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i, tb := range tables {
+				cur[i] = e.epochOf(tb)
+			}
+			cur[len(tables)] = e.all.Load()
+			for i := range cur {
+				if cur[i] < last[i] {
+					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])
+					return
+				}
+			}
+			copy(last, cur)
+		}
+	})
+	return stop, watch
 }
