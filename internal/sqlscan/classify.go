@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // maxNesting bounds the recursion of statements inside statements (EXPLAIN EXPLAIN …,
@@ -46,7 +47,7 @@ func ParseNonStandard(sql string) *Result {
 func parse(sql string, nonStd bool) *Result {
 	a := analyzers.Get().(*analyzer)
 	r := a.parse(sql, nonStd)
-	if cap(a.toks) <= 1<<14 && cap(a.lx.norm) <= 1<<16 { // do not pool huge buffers
+	if cap(a.toks) <= 1<<14 && cap(a.lx.norm) <= poolNormMax { // do not pool huge buffers
 		a.release()
 		analyzers.Put(a)
 	}
@@ -120,8 +121,17 @@ func (a *analyzer) normalized() string {
 			return a.src[start : start+len(norm)]
 		}
 	}
+	if cap(norm) > poolNormMax {
+		// A buffer this large is not pooled: it leaves with the Result instead of being
+		// copied (a huge text is scanned at the cost of one copy of itself).
+		a.lx.norm = nil
+		return unsafe.String(&norm[0], len(norm))
+	}
 	return string(norm)
 }
+
+// poolNormMax is the largest normalized-text buffer an analyzer keeps in the pool.
+const poolNormMax = 1 << 16
 
 // split cuts the token list into statements at top-level semicolons and computes a.match.
 // A semicolon inside parentheses (CREATE RULE … DO (a; b)) or inside a BEGIN ATOMIC … END

@@ -59,8 +59,9 @@ type lexer struct {
 	hasAnno bool
 	params  int
 	err     string
-	unicode bool // a U& token was seen: merge UESCAPE clauses afterwards
-	nonStd  bool // standard_conforming_strings=off: '…' and N'…' take backslash escapes like E'…'
+	unicode bool  // a U& token was seen: merge UESCAPE clauses afterwards
+	nonStd  bool  // standard_conforming_strings=off: '…' and N'…' take backslash escapes like E'…'
+	lists   lists // long lists of constants (lists.go)
 }
 
 func (lx *lexer) reset(src string) {
@@ -74,11 +75,17 @@ func (lx *lexer) reset(src string) {
 	lx.params = 0
 	lx.err = ""
 	lx.unicode = false
+	lx.lists.reset()
 }
 
 // run lexes src completely.
 func (lx *lexer) run(src string) {
 	lx.reset(src)
+	if cap(lx.norm) < len(src) {
+		// The normalized text is never longer than the source: one allocation, not a
+		// growing slice's many (which cost five times a huge text).
+		lx.norm = make([]byte, 0, len(src))
+	}
 	if strings.IndexByte(src, 0) >= 0 {
 		// The wire protocol ends the query at a NUL: the server would run a prefix of it.
 		lx.fail(errNUL)
@@ -132,7 +139,10 @@ func (lx *lexer) write(start, end int) {
 
 // push records a token whose text has already been written to the normalized text.
 func (lx *lexer) push(kind tokKind, start, end int, flags uint8) {
-	lx.toks = append(lx.toks, token{pos: start, end: end, kind: kind, flags: flags})
+	t := token{pos: start, end: end, kind: kind, flags: flags}
+	if !lx.list(&t) {
+		lx.toks = append(lx.toks, t)
+	}
 	if kind != tSemi {
 		lx.keep = len(lx.norm)
 	}
