@@ -136,7 +136,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
-	if s.tooLarge.has(rd.key) {
+	if s.tooLarge.has(rd.key, time.Now()) {
 		s.stats.bypass(bypassTooLarge)
 		return c.pass(ctx, query, f, run, args)
 	}

@@ -322,8 +322,13 @@ func (a *annotation) merge(base Policy) Policy {
 }
 
 // annotations remembers parsed annotations per text, in bounded memory: when
-// the map is full a new one starts. Lookups take no lock.
+// the map is full a new one starts, and texts over maxMemoAnnotation bytes
+// are parsed each time rather than kept. Lookups take no lock.
 var annotations atomic.Pointer[annotationMemo]
+
+// maxMemoAnnotation bounds the annotation texts the memo keeps (4,096 of
+// them at most): a real one is a few dozen bytes.
+const maxMemoAnnotation = 1 << 10
 
 type annotationMemo struct {
 	m sync.Map // string → annotationResult
@@ -336,6 +341,9 @@ type annotationResult struct {
 }
 
 func parseAnnotationCached(text string) (annotation, error) {
+	if len(text) > maxMemoAnnotation {
+		return parseAnnotation(text)
+	}
 	memo := annotations.Load()
 	if memo == nil {
 		annotations.CompareAndSwap(nil, new(annotationMemo))

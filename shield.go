@@ -2,7 +2,9 @@ package sqlflight
 
 import (
 	"errors"
+	"hash/maphash"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -380,41 +382,56 @@ func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
 	}
 }
 
-// expiringSet remembers keys for a while, in bounded memory: when full it
-// forgets everything (remembering is an optimisation, never a guarantee).
+// expiringSet remembers keys for a while, in bounded memory. It keeps a
+// 64-bit digest of each key (under a seed of its own), never the key: a
+// key may be a megabyte of SQL and arguments. Two keys with one digest are
+// taken for one another, which is safe for every use of the set: a read
+// goes unshared for a while (tooLarge), or a warning is not repeated
+// (warned); remembering is an optimisation, never a guarantee. When full,
+// it forgets expired digests, and everything if that frees too little.
 type expiringSet struct {
-	n   atomic.Int64 // len(m), read without the lock
-	mu  sync.Mutex
-	max int
-	m   map[string]time.Time
+	n    atomic.Int64 // len(m), read without the lock
+	mu   sync.Mutex
+	max  int
+	seed maphash.Seed
+	m    map[uint64]int64 // digest → expiry (Unix nanoseconds)
 }
 
-func (e *expiringSet) init(max int) { e.max, e.m = max, make(map[string]time.Time) }
+func (e *expiringSet) init(max int) {
+	e.max, e.seed, e.m = max, maphash.MakeSeed(), make(map[uint64]int64)
+}
 
 // add remembers k until now+ttl and reports whether k was new (or expired).
 func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
+	d, t := maphash.String(e.seed, k), now.UnixNano()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if until, ok := e.m[k]; ok && now.Before(until) {
+	if until, ok := e.m[d]; ok && t < until {
 		return false
 	}
 	if len(e.m) >= e.max {
-		clear(e.m)
+		maps.DeleteFunc(e.m, func(_ uint64, until int64) bool { return t >= until })
+		if len(e.m) >= e.max*3/4 {
+			clear(e.m)
+		}
 	}
-	e.m[k] = now.Add(ttl)
+	e.m[d] = now.Add(ttl).UnixNano()
 	e.n.Store(int64(len(e.m)))
 	return true
 }
 
-// has reports whether k is remembered; an empty set costs one atomic load
-// (it sits on the path of every shared read).
-func (e *expiringSet) has(k string) bool {
+// has reports whether k is remembered at now; an empty set costs one
+// atomic load (it sits on the path of every shared read).
+func (e *expiringSet) has(k string, now time.Time) bool {
 	if e.n.Load() == 0 {
 		return false
 	}
-	now := time.Now()
+	d := maphash.String(e.seed, k)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	until, ok := e.m[k]
-	return ok && now.Before(until)
+	until, ok := e.m[d]
+	return ok && now.UnixNano() < until
 }
+
+// len returns how many digests e holds (expired ones included).
+func (e *expiringSet) len() int { return int(e.n.Load()) }

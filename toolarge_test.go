@@ -1,0 +1,118 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql/driver"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The too-large memo keeps digests, not keys: 100 reads whose keys are a
+// megabyte each (their argument) and whose results are too large to share
+// leave the memo holding a few kilobytes, not 100 MiB.
+func TestTooLargeMemoKeepsNoKeys(t *testing.T) {
+	d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+		return &fakeRows{cols: []string{"v"}, rows: [][]driver.Value{{int64(1)}, {int64(2)}}}, nil
+	}}
+	db, s := openFake(t, d, Options{MaxResultRows: 1})
+	ctx := context.Background()
+	read := func(i int) {
+		arg := strings.Repeat("k", 1<<20-4096) + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		rows, err := db.QueryContext(ctx, "SELECT v FROM toolarge_memo_t WHERE k = $1", arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(0)
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const reads = 100
+	for i := 1; i <= reads; i++ {
+		read(i)
+	}
+	retained := int64(heap()) - int64(before)
+	if got := s.Stats().TooLarge; got != reads+1 {
+		t.Fatalf("TooLarge = %d, want %d (%v)", got, reads+1, s.Stats().BypassReasons)
+	}
+	if n := s.tooLarge.len(); n != reads+1 {
+		t.Fatalf("the memo holds %d keys, want %d", n, reads+1)
+	}
+	t.Logf("%d reads with 1 MiB keys retained %d bytes", reads, retained)
+	if retained > 8<<20 {
+		t.Errorf("%d reads with 1 MiB keys retained %d bytes, want at most 8 MiB", reads, retained)
+	}
+	runtime.KeepAlive(db)
+}
+
+// A full memo forgets the expired entries first: the live ones stay.
+func TestExpiringSetPurgesExpired(t *testing.T) {
+	var e expiringSet
+	e.init(100)
+	t0 := time.Unix(1000, 0)
+	key := func(i int) string { return strings.Repeat("q", i) }
+	for i := range 60 {
+		e.add(key(i), t0, 30*time.Second)
+	}
+	t1 := t0.Add(20 * time.Second)
+	for i := 60; i < 100; i++ {
+		e.add(key(i), t1, 30*time.Second)
+	}
+	t2 := t0.Add(40 * time.Second) // the first 60 expired, the last 40 live
+	if !e.add(key(100), t2, 30*time.Second) {
+		t.Fatal("a new key was not new")
+	}
+	if got := e.len(); got != 41 {
+		t.Errorf("len = %d after the purge, want 41", got)
+	}
+	for i := 60; i <= 100; i++ {
+		if !e.has(key(i), t2) {
+			t.Fatalf("live key %d forgotten", i)
+		}
+	}
+	if e.has(key(0), t2) || !e.add(key(0), t2, time.Second) {
+		t.Error("an expired key is still remembered")
+	}
+	if e.has(key(60), t0.Add(time.Minute)) {
+		t.Error("a key is remembered past its expiry")
+	}
+	// Full of live keys: everything is forgotten (bounded memory first).
+	var f expiringSet
+	f.init(10)
+	for i := range 11 {
+		f.add(key(i), t0, time.Hour)
+	}
+	if got := f.len(); got != 1 {
+		t.Errorf("len = %d after a full set of live keys, want 1", got)
+	}
+}
+
+// The annotation memo keeps no long texts: 4,096 of them would pin
+// gigabytes for good.
+func TestAnnotationMemoKeepsNoLongTexts(t *testing.T) {
+	short := "name=short_annotation soft=1s"
+	if _, err := parseAnnotationCached(short); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := annotations.Load().m.Load(short); !ok {
+		t.Error("a short annotation text was not memoized")
+	}
+	long := "name=long_annotation" + strings.Repeat(" ", 64<<10) + "soft=1s"
+	if _, err := parseAnnotationCached(long); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := annotations.Load().m.Load(long); ok {
+		t.Error("a 64 KiB annotation text was memoized")
+	}
+}
