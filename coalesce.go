@@ -149,7 +149,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
 		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
-			"error", err, "fingerprint", fingerprint(r.Normalized), "name", p.pol.Name)
+			errAttr(err), "fingerprint", fingerprint(r.Normalized), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
 	return rows, err
@@ -351,7 +351,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
 		s.warnEvery("refresh", rd.r.Normalized, "sqlflight: background refresh failed; serving the stale result",
-			"error", err, "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
+			errAttr(err), "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t)
 }
@@ -439,7 +439,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 				err = fmt.Errorf("%w: %v", ErrOriginPanicked, r)
 			}
 			s.stats.panics.Add(1)
-			s.log.Error("sqlflight: origin query panicked", "panic", r)
+			s.log.Error("sqlflight: origin query panicked", panicAttr(r))
 			broken, res, handoff, filled, fromL2 = true, nil, nil, nil, false
 		}
 		if handoff == nil {

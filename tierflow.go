@@ -90,7 +90,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	if err != nil {
 		ts.stats.decodeErrors.Add(1)
 		s.warnEvery("l2-decode", rd.r.Normalized, "sqlflight: unreadable result in the shared tier; treated as a miss",
-			"error", err, "fingerprint", fingerprint(rd.r.Normalized))
+			errAttr(err), "fingerprint", fingerprint(rd.r.Normalized))
 		return nil, nil
 	}
 	// The value's deadlines are the filler's; this reader judges it by its

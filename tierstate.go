@@ -207,7 +207,7 @@ func (ts *tierState) record(probe bool, err error) {
 			ts.stats.transitions.Add(1)
 			ts.mu.Unlock()
 			ts.log("sqlflight: shared tier unavailable; running on the in-process cache alone",
-				"namespace", ts.ns, "error", err, "retry_in", wait)
+				"namespace", ts.ns, errAttr(err), "retry_in", wait)
 			return
 		}
 	}
@@ -410,7 +410,7 @@ func (s *Shield) attachTier(t SharedTier) {
 	if err != nil {
 		// Without hearing other instances' writes, L1 could serve results
 		// they made stale: the tier is not used at all.
-		s.log.Error("sqlflight: shared tier disabled: cannot subscribe to invalidations", "error", err)
+		s.log.Error("sqlflight: shared tier disabled: cannot subscribe to invalidations", errAttr(err))
 		s.tier = nil
 		return
 	}

@@ -296,18 +296,6 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	}
 }
 
-// errorClass describes err without the data a server message may carry.
-func errorClass(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return "SQLSTATE " + pe.Code
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out"
-	}
-	return err.Error()
-}
-
 // withSpare runs f on a spare real connection of the scope (never a
 // caller's) and gives it back, broken if f failed in a way that may have
 // left the session dirty.

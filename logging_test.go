@@ -1,0 +1,145 @@
+package sqlflight
+
+import (
+	"bytes"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// logBuffer is a log sink safe for the background goroutines that write it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const secretValue = "alice@example.com"
+
+// badInput is the error PostgreSQL returns for a malformed argument: its
+// message carries the argument's value.
+func badInput() error {
+	return fmt.Errorf("query failed: %w", &pgconn.PgError{Severity: "ERROR", Code: "22P02",
+		Message: `invalid input syntax for type integer: "` + secretValue + `"`})
+}
+
+// A failed refresh and a stale-if-error serve are logged with the
+// SQLSTATE and its class, never with the database's message and the
+// argument value it holds.
+func TestWarningsCarryNoErrorMessages(t *testing.T) {
+	logs := &logBuffer{}
+	clk := newFakeClock()
+	var fail atomic.Bool
+	d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+		if fail.Load() {
+			return nil, badInput()
+		}
+		return oneRow(int64(1)), nil
+	}}
+	db, s := openFake(t, d, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	t.Cleanup(func() { _ = s.Close() })
+
+	readN(t, db, ttlQuery, 1)
+	clk.Add(11 * time.Second) // stale: served, refreshed in the background
+	fail.Store(true)
+	readN(t, db, ttlQuery, 1)
+	settle(t, s)
+	if s.Stats().RefreshFailures != 1 {
+		t.Fatalf("refresh failures = %d, want 1", s.Stats().RefreshFailures)
+	}
+	clk.Add(61 * time.Second) // expired: the failing query makes a stale-if-error serve
+	readN(t, db, ttlQuery, 1)
+	if s.Stats().StaleIfError != 1 {
+		t.Fatalf("stale-if-error serves = %d, want 1", s.Stats().StaleIfError)
+	}
+
+	out := logs.String()
+	for _, want := range []string{"background refresh failed", "serving a stale result", "error.sqlstate=22P02",
+		`error.class="data exception"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, secretValue) || strings.Contains(out, "invalid input syntax") {
+		t.Errorf("log carries the database's message:\n%s", out)
+	}
+}
+
+// A panic in the origin path is logged by its type, not by a text that may
+// be built from data.
+func TestPanicLogCarriesNoData(t *testing.T) {
+	logs := &logBuffer{}
+	d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+		panic("bad row: " + secretValue)
+	}}
+	db, _ := openFake(t, d, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	var n int64
+	if err := db.QueryRow("SELECT n FROM panic_log_t WHERE id = $1", 1).Scan(&n); !errors.Is(err, ErrOriginPanicked) {
+		t.Fatalf("err = %v, want ErrOriginPanicked", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "origin query panicked") || !strings.Contains(out, `panic="value of type string"`) {
+		t.Errorf("log lacks the panic's type:\n%s", out)
+	}
+	if strings.Contains(out, secretValue) {
+		t.Errorf("log carries the panic's text:\n%s", out)
+	}
+}
+
+func TestErrAttr(t *testing.T) {
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	type netErr struct{ error }
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{badInput(), `error.sqlstate=22P02 error.class="data exception"`},
+		{&pgconn.PgError{Code: "P0001", Message: secretValue}, `error.sqlstate=P0001 error.class="PL/pgSQL error"`},
+		{&pgconn.PgError{Code: "bad!", Message: secretValue}, `error.sqlstate=????? error.class="class ??"`},
+		{fmt.Errorf("Error 1366: Incorrect integer value: '%s'", secretValue), "error.type=*errors.errorString"},
+		{fmt.Errorf("wrapped: %w", errors.Join(context.DeadlineExceeded, errors.New(secretValue))),
+			`error.type=context.deadlineExceededError error.what="timed out"`},
+		{fmt.Errorf("%w: %v", ErrOriginPanicked, secretValue), `error.what="sqlflight: origin query panicked"`},
+		{driver.ErrBadConn, `error.what="bad connection"`},
+	} {
+		log.Info("x", errAttr(c.err))
+		if got := errorClass(c.err); strings.Contains(got, secretValue) {
+			t.Errorf("errorClass(%v) = %q", c.err, got)
+		}
+		out := logs.String()
+		logs.mu.Lock()
+		logs.buf.Reset()
+		logs.mu.Unlock()
+		if !strings.Contains(out, c.want) || strings.Contains(out, secretValue) {
+			t.Errorf("errAttr(%v) logged %q, want %q and no data", c.err, out, c.want)
+		}
+	}
+	log.Info("x", errAttr(nil))
+	if strings.Contains(logs.String(), "error") {
+		t.Errorf("a nil error was logged: %q", logs.String())
+	}
+	if got := errorClass(badInput()); got != "SQLSTATE 22P02 (data exception)" {
+		t.Errorf("errorClass = %q", got)
+	}
+}
