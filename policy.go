@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Policy says how one statement is shared. Its zero value coalesces
@@ -118,9 +119,13 @@ type annotation struct {
 }
 
 // parseAnnotation parses the entries of a sqlflight comment (DESIGN §4).
-// Any malformed or unknown entry makes the whole annotation an error.
+// Any malformed or unknown entry makes the whole annotation an error, and
+// so does text that is not valid UTF-8 (a name= label must be).
 func parseAnnotation(text string) (annotation, error) {
 	var a annotation
+	if !utf8.ValidString(text) {
+		return a, fmt.Errorf("%w: not valid UTF-8", ErrBadAnnotation)
+	}
 	for _, f := range strings.Fields(text) {
 		k, v, hasV := strings.Cut(f, "=")
 		var err error

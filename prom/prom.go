@@ -16,10 +16,16 @@
 // zeros or a sqlflight_shared_up of 0 that would read as a tier that is
 // down. A Shield whose tier could not be attached (its subscription
 // failed) runs without one, and so exports none of them either.
+//
+// Label values (the shield name, policy names) are made valid UTF-8 before
+// they reach Prometheus, each invalid byte sequence becoming U+FFFD; policy
+// names that then coincide are exported as one. A name= annotation that is
+// not valid UTF-8 is malformed to begin with.
 package prom
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sqlflight/sqlflight"
@@ -97,7 +103,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	constLabels := prometheus.Labels{"shield": cfg.shield}
+	constLabels := prometheus.Labels{"shield": labelValue(cfg.shield)}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("sqlflight_"+name, help, labels, constLabels)
 	}
@@ -291,7 +297,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !c.names {
 		return
 	}
-	for name, ns := range st.Names {
+	for name, ns := range validNames(st.Names) {
 		ch <- prometheus.MustNewConstMetric(c.policyQueries, prometheus.CounterValue, float64(ns.Queries), name)
 		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.FreshHits), name, "fresh")
 		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.StaleHits), name, "stale")
@@ -301,6 +307,44 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.policyErrors, prometheus.CounterValue, float64(ns.OriginErrors), name)
 		ch <- constHistogram(c.policyOriginHisto, ns.OriginDuration, name)
 	}
+}
+
+// labelValue makes s valid UTF-8, as a Prometheus label value must be:
+// each invalid byte sequence becomes U+FFFD. One value that is not would
+// fail every scrape.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// validNames returns names keyed by valid label values; names that become
+// equal are merged (two metrics with one label value would fail a scrape).
+func validNames(names map[string]sqlflight.NameStats) map[string]sqlflight.NameStats {
+	out := make(map[string]sqlflight.NameStats, len(names))
+	for name, ns := range names {
+		v := labelValue(name)
+		if prev, ok := out[v]; ok {
+			ns = mergeNameStats(prev, ns)
+		}
+		out[v] = ns
+	}
+	return out
+}
+
+func mergeNameStats(a, b sqlflight.NameStats) sqlflight.NameStats {
+	a.Queries += b.Queries
+	a.FreshHits += b.FreshHits
+	a.StaleHits += b.StaleHits
+	a.NegativeHits += b.NegativeHits
+	a.Misses += b.Misses
+	a.OriginExecutions += b.OriginExecutions
+	a.OriginErrors += b.OriginErrors
+	h := a.OriginDuration
+	h.Counts = slices.Clone(h.Counts)
+	for i := range min(len(h.Counts), len(b.OriginDuration.Counts)) {
+		h.Counts[i] += b.OriginDuration.Counts[i]
+	}
+	h.Sum += b.OriginDuration.Sum
+	h.Count += b.OriginDuration.Count
+	a.OriginDuration = h
+	return a
 }
 
 // breakerStates maps Stats.BreakerState to the breaker_state gauge.
