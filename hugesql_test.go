@@ -4,39 +4,10 @@ import (
 	"context"
 	"database/sql/driver"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/hugesql"
 )
-
-// hugeIn is a SELECT with an IN list of numbers, n bytes long.
-func hugeIn(n int) string {
-	var b strings.Builder
-	b.Grow(n + 16)
-	b.WriteString("SELECT id FROM huge_in_t WHERE id IN (")
-	for i := 0; b.Len() < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(1_000_000 + i))
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
-// hugeInsert is a multi-row INSERT … VALUES of numbers and strings, n bytes long.
-func hugeInsert(n int) string {
-	var b strings.Builder
-	b.Grow(n + 64)
-	b.WriteString("INSERT INTO huge_ins_t (id, email) VALUES ")
-	for i := 0; b.Len() < n; i++ {
-		if i > 0 {
-			b.WriteString(",\n  ")
-		}
-		b.WriteString("(" + strconv.Itoa(i) + ", 'user" + strconv.Itoa(i) + "@example.com')")
-	}
-	return b.String()
-}
 
 // allocated returns the bytes f allocated.
 func allocated(f func()) uint64 {
@@ -63,7 +34,7 @@ func TestHugeStatementAllocations(t *testing.T) {
 	}
 	db, s := openFake(t, d)
 	ctx := context.Background()
-	read, insert := hugeIn(size), hugeInsert(size)
+	read, insert := hugesql.In("huge_in_t", size), hugesql.Insert("huge_ins_t", size)
 	query := func() {
 		var id int64
 		if err := db.QueryRowContext(ctx, read).Scan(&id); err != nil {

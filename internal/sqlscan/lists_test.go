@@ -6,36 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/hugesql"
 )
 
-// hugeIn is a SELECT with an IN list of numbers, at least n bytes long.
-func hugeIn(n int) string {
-	var b strings.Builder
-	b.Grow(n + 16)
-	b.WriteString("SELECT id, name FROM users_list WHERE id IN (")
-	for i := 0; b.Len() < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(1_000_000 + i))
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
-// hugeInsert is a multi-row INSERT … VALUES, at least n bytes long.
-func hugeInsert(n int) string {
-	var b strings.Builder
-	b.Grow(n + 64)
-	b.WriteString("INSERT INTO events_list (id, email) VALUES ")
-	for i := 0; b.Len() < n; i++ {
-		if i > 0 {
-			b.WriteString(",\n  ")
-		}
-		b.WriteString("(" + strconv.Itoa(i) + ", 'user" + strconv.Itoa(i) + "@example.com')")
-	}
-	return b.String()
-}
+func hugeIn(n int) string     { return hugesql.In("users_list", n) }
+func hugeInsert(n int) string { return hugesql.Insert("events_list", n) }
 
 // Scanning a 6.9 MB statement allocates about its size (the normalized
 // text), not fifty times it (a token per constant).
