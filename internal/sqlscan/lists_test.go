@@ -118,20 +118,14 @@ func summary(r *Result) Result {
 	return s
 }
 
-func BenchmarkParseHugeINList(b *testing.B) {
-	sql := hugeIn(6_900_000)
-	b.SetBytes(int64(len(sql)))
-	b.ReportAllocs()
-	for b.Loop() {
-		Parse(sql)
-	}
-}
-
-func BenchmarkParseHugeInsert(b *testing.B) {
-	sql := hugeInsert(6_900_000)
-	b.SetBytes(int64(len(sql)))
-	b.ReportAllocs()
-	for b.Loop() {
-		Parse(sql)
+func BenchmarkParseHuge(b *testing.B) {
+	for name, sql := range map[string]string{"IN list": hugeIn(6_900_000), "INSERT": hugeInsert(6_900_000)} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(sql)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Parse(sql)
+			}
+		})
 	}
 }
