@@ -153,7 +153,7 @@ func BenchmarkMemoryMillionKeys(b *testing.B) {
 	kept, charged := 0, int64(0)
 	var buf []byte
 	for i := range keys {
-		buf, _ = appendKey(buf[:0], scopeID, normalized, []driver.NamedValue{{Ordinal: 1, Value: int64(i)}})
+		buf, _ = appendKey(buf[:0], scopeID, partition{}, normalized, []driver.NamedValue{{Ordinal: 1, Value: int64(i)}})
 		if e := st.get(string(buf)); e != nil {
 			kept++
 			charged += e.cost()

@@ -69,7 +69,10 @@ type read struct {
 	key    string
 	tables []string
 	known  bool
-	named  *nameCounters // the policy name's counters, or nil
+	// bound: the result belongs to sessions changed under the context's
+	// scope; a spare connection cannot refresh it in the background.
+	bound bool
+	named *nameCounters // the policy name's counters, or nil
 
 	// With a shared tier: the L2 key ("" when L2 is not used), the lease
 	// the origin holds, the version its result is written with, and, for
@@ -104,14 +107,14 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 // the shared result and may leave on its own context at any time.
 func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
 	r, p := f.r, f.plan
-	key, ok := appendKey(make([]byte, 0, keySize(r.Normalized, args)), c.sc.id, r.Normalized, args)
+	key, ok := appendKey(make([]byte, 0, keySize(f.part, r.Normalized, args)), c.sc.id, f.part, r.Normalized, args)
 	if !ok {
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
 	// The key's bytes are never written again: the string may alias them.
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
-		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known}
+		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known, bound: f.part.session}
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
 	}
@@ -188,11 +191,14 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 				rd.named.freshHits.Add(1)
 			}
 		}
-		if earlyRefresh(now, e.filled, d.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+		if !rd.bound && earlyRefresh(now, e.filled, d.soft, e.delta, rd.plan.beta(), rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil
 	case stale:
+		if rd.bound {
+			break // a miss: only a session of the scope can refresh it
+		}
 		s.stats.staleHits.Add(1)
 		if rd.named != nil {
 			rd.named.staleHits.Add(1)

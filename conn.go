@@ -37,6 +37,10 @@ type conn struct {
 	real   driver.Conn
 	busy   chan struct{} // non-nil while an origin query uses real; closed when released
 	closed bool
+	// lost: the real connection of a changed session broke under an
+	// origin query; another cannot stand in for it (driver.ErrBadConn).
+	lost bool
+	held atomic.Bool // the session holds changes (tainted or scoped)
 
 	openRows atomic.Int32 // pass-through rows still reading from real
 	stmts    int          // prepared statements bound to real
@@ -45,7 +49,15 @@ type conn struct {
 	tx       *tx      // a transaction begun with BeginTx
 	sqlTx    bool     // a transaction begun by BEGIN sent as SQL
 	txWrites writeSet // tables written in the current transaction
-	tainted  bool     // session state changed: bypass until DISCARD ALL
+	// tainted: the session changed in a way no context scope vouches for
+	// (under no scope, temporary objects, Unwrap): every statement bypasses
+	// sharing until DISCARD ALL.
+	tainted bool
+	// scoped: the session last changed under the context scope
+	// sessionScope (WithScope); reads under that scope still share, with
+	// the other sessions of the scope.
+	scoped       bool
+	sessionScope string
 }
 
 var (
@@ -85,7 +97,11 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 		c.mu.Unlock()
 		return rc, nil
 	}
+	lost := c.lost
 	c.mu.Unlock()
+	if lost {
+		return nil, driver.ErrBadConn
+	}
 	rc, err := c.openReal(ctx)
 	if err != nil {
 		return nil, err
@@ -154,10 +170,13 @@ func (c *conn) lendToOrigin(ctx context.Context) error {
 // between lendToOrigin and giveBack.
 func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 	c.mu.Lock()
-	rc := c.real
+	rc, lost := c.real, c.lost
 	c.mu.Unlock()
 	if rc != nil {
 		return rc, nil
+	}
+	if lost {
+		return nil, driver.ErrBadConn
 	}
 	rc, err := c.openReal(ctx)
 	if err != nil {
@@ -170,15 +189,17 @@ func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 }
 
 // giveBack ends an origin's use of the real connection. A broken one is
-// closed and forgotten (the next use opens another: the session was clean,
-// so nothing is lost); if the virtual connection was closed meanwhile, the
-// real one is closed now.
+// closed and forgotten: the next use opens another if the session was
+// clean, and fails with driver.ErrBadConn if it held changes (a session of
+// a context scope), which a new connection would not have. If the virtual
+// connection was closed meanwhile, the real one is closed now.
 func (c *conn) giveBack(broken bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real != nil && (broken || c.closed) {
 		_ = c.closeReal(c.real)
 		c.real = nil
+		c.lost = c.lost || (broken && c.held.Load())
 	}
 	close(c.busy)
 	c.busy = nil
@@ -206,7 +227,8 @@ func (c *conn) Unwrap() driver.Conn {
 	if err != nil {
 		return nil
 	}
-	c.tainted = true
+	c.tainted, c.scoped, c.sessionScope = true, false, ""
+	c.held.Store(true)
 	return rc
 }
 
@@ -274,8 +296,11 @@ func (c *conn) Ping(ctx context.Context) error {
 // forgets it: the next use opens another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	c.mu.Lock()
-	rc, busy := c.real, c.busy != nil
+	rc, busy, lost := c.real, c.busy != nil, c.lost
 	c.mu.Unlock()
+	if lost {
+		return driver.ErrBadConn
+	}
 	if rc == nil || busy {
 		return nil
 	}
@@ -297,13 +322,16 @@ func (c *conn) ResetSession(ctx context.Context) error {
 // swappable reports whether the real connection can be replaced unseen: no
 // session state, no transaction, no statement or rows bound to it.
 func (c *conn) swappable() bool {
-	return !c.tainted && !c.inTx() && c.stmts == 0 && c.openRows.Load() == 0
+	return !c.tainted && !c.scoped && !c.inTx() && c.stmts == 0 && c.openRows.Load() == 0
 }
 
 func (c *conn) IsValid() bool {
 	c.mu.Lock()
-	rc, busy := c.real, c.busy != nil
+	rc, busy, lost := c.real, c.busy != nil, c.lost
 	c.mu.Unlock()
+	if lost {
+		return false
+	}
 	if rc == nil || busy {
 		return true
 	}

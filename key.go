@@ -18,14 +18,18 @@ import (
 // unshared.
 const maxKeyBytes = 1 << 20
 
-// appendKey appends the key of a statement: the scope, the normalized SQL and
-// every argument's ordinal, name, type and value, each length-prefixed so
-// that no two different statements encode alike. Keys are compared whole,
-// never by hash. It reports false if an argument cannot be encoded
-// canonically (functions, channels, values nested too deep): such a
-// statement must not share.
-func appendKey(b []byte, scope uint64, normalized string, args []driver.NamedValue) ([]byte, bool) {
+// appendKey appends the key of a statement: the scope, the context's
+// partition (WithScope), the normalized SQL and every argument's ordinal,
+// name, type and value, each tagged or length-prefixed so that no two
+// different statements encode alike. Keys are compared whole, never by
+// hash. It reports false if an argument cannot be encoded canonically
+// (functions, channels, values nested too deep): such a statement must not
+// share.
+func appendKey(b []byte, scope uint64, part partition, normalized string, args []driver.NamedValue) ([]byte, bool) {
 	b = binary.BigEndian.AppendUint64(b, scope)
+	if b = appendPartition(b, part); len(b) > maxKeyBytes {
+		return b, false
+	}
 	b = appendStr(b, normalized)
 	b = binary.AppendUvarint(b, uint64(len(args)))
 	for _, a := range args {
@@ -41,8 +45,8 @@ func appendKey(b []byte, scope uint64, normalized string, args []driver.NamedVal
 
 // keySize is a good first capacity for a key: most keys then take one
 // allocation.
-func keySize(normalized string, args []driver.NamedValue) int {
-	n := 8 + 10 + len(normalized) + 10
+func keySize(part partition, normalized string, args []driver.NamedValue) int {
+	n := 8 + 1 + 10 + len(part.scope) + 10 + len(normalized) + 10
 	for _, a := range args {
 		n += 24 + len(a.Name)
 		switch v := a.Value.(type) {

@@ -11,7 +11,7 @@ import (
 
 func keyOf(t *testing.T, args ...driver.NamedValue) string {
 	t.Helper()
-	k, ok := appendKey(nil, 1, "SELECT $1", args)
+	k, ok := appendKey(nil, 1, partition{}, "SELECT $1", args)
 	if !ok {
 		t.Fatalf("args %v not encodable", args)
 	}
@@ -46,8 +46,8 @@ func TestKeysNeverCollide(t *testing.T) {
 	if keyOf(t, arg("ab")) == keyOf(t, arg("a"), driver.NamedValue{Ordinal: 2, Value: "b"}) {
 		t.Error("argument boundaries are ambiguous")
 	}
-	a, _ := appendKey(nil, 1, "SELECT 1", nil)
-	b, _ := appendKey(nil, 2, "SELECT 1", nil)
+	a, _ := appendKey(nil, 1, partition{}, "SELECT 1", nil)
+	b, _ := appendKey(nil, 2, partition{}, "SELECT 1", nil)
 	if string(a) == string(b) {
 		t.Error("scopes share a key")
 	}
@@ -74,14 +74,14 @@ func TestKeysAreCanonical(t *testing.T) {
 
 func TestUnencodableArgsDoNotShare(t *testing.T) {
 	for _, v := range []any{func() {}, make(chan int), struct{ f func() }{}} {
-		if _, ok := appendKey(nil, 1, "SELECT $1", []driver.NamedValue{arg(v)}); ok {
+		if _, ok := appendKey(nil, 1, partition{}, "SELECT $1", []driver.NamedValue{arg(v)}); ok {
 			t.Errorf("%T encoded", v)
 		}
 	}
 	type node struct{ Next *node }
 	loop := &node{}
 	loop.Next = loop
-	if _, ok := appendKey(nil, 1, "SELECT $1", []driver.NamedValue{arg(loop)}); ok {
+	if _, ok := appendKey(nil, 1, partition{}, "SELECT $1", []driver.NamedValue{arg(loop)}); ok {
 		t.Error("a pointer cycle encoded")
 	}
 }
@@ -97,7 +97,7 @@ func TestDetachArgsCopiesEverything(t *testing.T) {
 	named := map[string]any{"a": []byte("x")}
 	type wrapper struct{ B []byte }
 	args := []driver.NamedValue{arg(b), arg(ints), arg(&n), arg(named), arg(wrapper{B: []byte("w")}), arg(pgx.QueryExecModeExec)}
-	before, _ := appendKey(nil, 1, "q", args)
+	before, _ := appendKey(nil, 1, partition{}, "q", args)
 	out, ok := detachArgs(args)
 	if !ok {
 		t.Fatal("not detachable")
@@ -105,7 +105,7 @@ func TestDetachArgsCopiesEverything(t *testing.T) {
 	b[0], ints[0], n = 'X', 9, 6
 	named["a"].([]byte)[0] = 'Y'
 	args[4].Value.(wrapper).B[0] = 'Z'
-	after, _ := appendKey(nil, 1, "q", out)
+	after, _ := appendKey(nil, 1, partition{}, "q", out)
 	if string(before) != string(after) {
 		t.Fatal("the copy changed with the caller's memory")
 	}

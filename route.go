@@ -58,11 +58,15 @@ type fate struct {
 	v *verdict   // the server's verdict, when one was asked for
 
 	// reason is why it goes straight to the database; "" means it is
-	// shared under plan, depending on tables (known false: any table).
+	// shared under plan, depending on tables (known false: any table),
+	// keyed under part.
 	reason string
 	plan   plan
 	tables []string
 	known  bool
+	part   partition
+
+	fx callEffects // what its functions may have done, once asked
 }
 
 // scan returns the scanner's view of query as the scope's server reads it.
@@ -104,6 +108,8 @@ func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask
 // decide fills in f's reason, plan and dependencies.
 func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, args []driver.NamedValue, ask bool) {
 	r, a := f.r, &f.a
+	f.part.scope, f.part.set = ScopeOf(ctx)
+	f.part.session = c.scoped
 	switch {
 	case !annotated && r.HasAnnotation:
 		f.reason = bypassBadAnnotation
@@ -111,7 +117,8 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	case c.inTx():
 		f.reason = bypassTx
 		return
-	case c.tainted:
+	case c.tainted, c.scoped && (!f.part.set || f.part.scope != c.sessionScope):
+		// A session changed under no scope, or under another one.
 		f.reason = bypassSession
 		return
 	case !r.ReadOnly:
@@ -281,10 +288,10 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
 		}
 		if st.Taints {
-			c.tainted = true
+			c.changeSession(ctx, st.TempObjects)
 		}
 		if st.ClearsTaint && !failed {
-			c.tainted = false
+			c.resetSession()
 		}
 		if changesSchema(r, st) {
 			// The schema changed (or may have): verdicts and closures
@@ -306,9 +313,41 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 	}
 	if failed && len(r.Statements) > 1 {
 		// Where a failed multi-statement text left the session is unknown.
-		c.tainted = true
+		c.changeSession(ctx, false)
+	}
+	if len(r.Unknown) > 0 || (r.Kind == sqlscan.KindSelect && len(r.Statements) == 1) {
+		// A function that is not proven IMMUTABLE or STABLE may have
+		// changed the session (a tenant helper calling set_config), also
+		// when the text failed after it ran.
+		if f.fx.of(ctx, c, f).session {
+			c.changeSession(ctx, false)
+		}
 	}
 	return done
+}
+
+// changeSession notes that the session changed: it becomes a session of the
+// context's scope (WithScope), whose reads under that scope still share;
+// under no scope, or with temporary objects (which shadow tables of the
+// same name), it bypasses sharing until DISCARD ALL.
+func (c *conn) changeSession(ctx context.Context, temp bool) {
+	defer c.held.Store(true)
+	scope, ok := ScopeOf(ctx)
+	switch {
+	case c.tainted:
+	case temp || !ok:
+		c.tainted, c.scoped, c.sessionScope = true, false, ""
+	default:
+		// The application's word: what it changes under a scope sets
+		// everything the scope's reads depend on, whatever came before.
+		c.scoped, c.sessionScope = true, scope
+	}
+}
+
+// resetSession notes DISCARD ALL: the session is as new.
+func (c *conn) resetSession() {
+	c.tainted, c.scoped, c.sessionScope = false, false, ""
+	c.held.Store(false)
 }
 
 // endTx ends the transaction's bookkeeping; a commit bumps the epochs of
@@ -343,7 +382,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 			return write{tables: f.a.p.Tables, known: true}, true
 		}
 		return write{}, true
-	case st.Kind == sqlscan.KindSelect && c.readMayWrite(ctx, f, st):
+	case st.Kind == sqlscan.KindSelect && f.fx.of(ctx, c, f).write:
 		if named {
 			return write{tables: f.a.p.Tables, known: true}, true
 		}
@@ -361,21 +400,43 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	return write{tables: tables, known: known}, true
 }
 
-// readMayWrite reports whether a SELECT may write tables it does not name:
-// it calls a user function the server says is VOLATILE that its pure=
-// entry does not name, or the server's verdict cannot be had. On a parent
-// that is not PostgreSQL: it calls a function the scanner does not know.
-// Volatile built-ins (random(), clock_timestamp(), …) are never shared but
-// write no table; nextval and setval name their sequence to the scanner.
-func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement) bool {
-	r := f.r
-	if !c.sc.serverVerdicts() {
-		return !allPure(f.a.pure, r.Unknown)
+// callEffects is what the functions a text calls may have done: written
+// tables it does not name, or changed the session. of asks (and waits for
+// the server's verdict) once.
+type callEffects struct {
+	asked   bool
+	write   bool
+	session bool
+}
+
+// of returns the effects of f's functions. A SELECT may write, and may
+// change the session, when it calls a user function the server says is
+// VOLATILE that its pure= entry does not name (pure= vouches that a
+// function has no side effect at all); it also changes the session when it
+// calls a VOLATILE built-in that the scanner does not know to leave the
+// session alone (set_config through a view), and it may write anything and
+// change the session when it runs SQL given as a string (query_to_xml), or
+// when its verdict is not known in time. Volatile built-ins the scanner
+// knows (random(), clock_timestamp(), nextval, …) are never shared but
+// write no table and change nothing a shared read sees; nextval and setval
+// name their sequence to the scanner.
+//
+// Without the server's verdict — a parent that is not PostgreSQL, a server
+// that refuses the probe, a text of several statements, a statement that
+// is not a single SELECT, a probe that failed — the scanner judges: a
+// function it cannot vouch for may write, and may change the session.
+func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
+	if fx.asked {
+		return *fx
 	}
-	if len(r.Statements) != 1 {
-		// A verdict is asked for single statements only; the scanner's
-		// unknown functions may write.
-		return len(r.Unknown) > 0 && !allPure(f.a.pure, r.Unknown)
+	fx.asked = true
+	r := f.r
+	unvouched := len(r.Unknown) > 0 && !allPure(f.a.pure, r.Unknown)
+	// The scanner's view, until the server says otherwise.
+	fx.write, fx.session = unvouched, unvouched
+	if !c.sc.serverVerdicts() || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect {
+		// A verdict is asked for single SELECTs only.
+		return *fx
 	}
 	v := f.v
 	if v == nil {
@@ -383,21 +444,30 @@ func (c *conn) readMayWrite(ctx context.Context, f *fate, st *sqlscan.Statement)
 	}
 	switch {
 	case !awaitVerdict(ctx, v):
-		return true // not known in time: it may have written anything
+		// Not known in time: it may have done anything.
+		fx.write, fx.session = true, true
+		return *fx
 	case v.err != nil:
 		// The server could not plan it (a missing table, a temporary
 		// table of this session, a lock): the scanner's view.
-		return !allPure(f.a.pure, r.Unknown)
+		return *fx
 	}
+	fx.write, fx.session = false, false
 	for _, fn := range v.sv.Functions {
 		switch {
 		case fn.Builtin && runsSQL(fn.Name):
-			return true // query_to_xml('SELECT my_writer()', …)
-		case fn.Volatility == "volatile" && !fn.Builtin && !pureNames(f.a.pure, fn.Schema+"."+fn.Name):
-			return true
+			// query_to_xml('SELECT my_writer()', …)
+			fx.write, fx.session = true, true
+		case fn.Volatility != "volatile":
+		case !fn.Builtin:
+			if !pureNames(f.a.pure, fn.Schema+"."+fn.Name) {
+				fx.write, fx.session = true, true
+			}
+		case !sqlscan.SessionNeutral(fn.Name):
+			fx.session = true
 		}
 	}
-	return false
+	return *fx
 }
 
 // explainRuns reports whether an EXPLAIN text may run its statement

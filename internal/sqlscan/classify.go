@@ -243,6 +243,7 @@ type facts struct {
 	write          bool   // not read-only: DML, SELECT INTO, locking clause, Never function
 	dml            bool   // a data-modifying statement was found
 	taints         bool
+	temp           bool // objects of the temporary schema are created or changed
 	opaque         bool // relations the scanner cannot see may be touched
 }
 
@@ -269,7 +270,8 @@ func (c *facts) addWrite(name string) {
 func (c *facts) apply(st *Statement) {
 	st.Tables = sortedSet(c.tables)
 	st.Writes = sortedSet(c.writes)
-	st.Taints = st.Taints || c.taints
+	st.Taints = st.Taints || c.taints || c.temp
+	st.TempObjects = st.TempObjects || c.temp
 	if c.opaque {
 		st.TablesKnown = false
 	}
@@ -277,6 +279,45 @@ func (c *facts) apply(st *Statement) {
 
 // statement classifies the statement toks[lo:hi] (lo < hi).
 func (a *analyzer) statement(lo, hi int) Statement {
+	st := a.classify(lo, hi)
+	if !st.ReadOnly {
+		a.sessionWrites(lo, hi, &st)
+	}
+	return st
+}
+
+// sessionWrites marks a statement that may write (or is DDL) as a session change when it
+// names the session's temporary schema (CREATE TABLE pg_temp.t, SELECT … INTO pg_temp.x,
+// CREATE VIEW pg_temp.v …: temporary objects without the TEMP keyword) or writes pg_settings
+// (an UPDATE of it runs set_config).
+func (a *analyzer) sessionWrites(lo, hi int, st *Statement) {
+	if slices.Contains(st.Writes, "pg_settings") {
+		st.Taints = true
+	}
+	for j := lo; j+1 < hi; j++ {
+		if isName(a.toks[j].kind) && a.toks[j+1].kind == tDot && tempSchema(a.name(j)) {
+			st.Taints, st.TempObjects = true, true
+			return
+		}
+	}
+}
+
+// tempSchema reports whether a schema name is the session's temporary schema: pg_temp, or
+// its real name pg_temp_N.
+func tempSchema(name string) bool {
+	rest, ok := strings.CutPrefix(name, "pg_temp")
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	digits, ok := strings.CutPrefix(rest, "_")
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
+}
+
+// classify classifies the statement toks[lo:hi] (lo < hi).
+func (a *analyzer) classify(lo, hi int) Statement {
 	if lo >= hi {
 		return Statement{Kind: KindOther, Reason: "not a query: empty"}
 	}
@@ -583,7 +624,7 @@ func (a *analyzer) explain(lo, hi int) Statement {
 		st.ReadOnly = inner.ReadOnly
 		st.Tables, st.Writes = inner.Tables, inner.Writes
 		st.TablesKnown = inner.TablesKnown
-		st.Taints = inner.Taints
+		st.Taints, st.TempObjects = inner.Taints, inner.TempObjects
 	} else {
 		st.ReadOnly = true
 		st.Tables = inner.Tables
@@ -646,7 +687,7 @@ func (a *analyzer) copy(lo, hi int) Statement {
 	if a.kindAt(j, hi) == tLParen {
 		inner := a.statement(j+1, min(a.match[j], hi))
 		st.Tables, st.Writes, st.TablesKnown = inner.Tables, inner.Writes, inner.TablesKnown
-		st.Taints = inner.Taints
+		st.Taints, st.TempObjects = inner.Taints, inner.TempObjects
 		return st
 	}
 	if !a.isRelName(j, hi) {

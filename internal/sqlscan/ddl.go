@@ -123,7 +123,7 @@ func (a *analyzer) create(lo, hi int) Statement {
 		last := a.chainEnd(j, hi)
 		c.addWrite(a.name(last))
 		if temp {
-			c.taints = true
+			c.temp = true
 		}
 		if kind == kwView && !matview {
 			break // the view's query does not run
@@ -177,6 +177,7 @@ func (a *analyzer) mergeInner(j, hi int, c *facts) {
 	c.tables = append(c.tables, inner.Writes...)
 	c.opaque = c.opaque || !inner.TablesKnown
 	c.taints = c.taints || inner.Taints
+	c.temp = c.temp || inner.TempObjects
 }
 
 // alter handles ALTER TABLE / VIEW / MATERIALIZED VIEW / SEQUENCE / INDEX / FOREIGN TABLE

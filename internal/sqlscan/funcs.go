@@ -61,11 +61,26 @@ func init() {
 		"pg_relation_size", "pg_total_relation_size", "pg_table_size", "pg_indexes_size",
 		"pg_database_size", "pg_tablespace_size",
 		// the clock read at each call (now() and friends are fixed per transaction)
-		"clock_timestamp", "timeofday")
+		"clock_timestamp", "timeofday",
+		// the server's state, read at each call (VOLATILE in pg_proc; some behind catalog
+		// views: pg_locks, pg_prepared_xacts, pg_sequences, pg_file_settings …)
+		"pg_is_in_recovery", "pg_current_wal_lsn", "pg_current_wal_insert_lsn",
+		"pg_current_wal_flush_lsn", "pg_last_wal_receive_lsn", "pg_last_wal_replay_lsn",
+		"pg_last_xact_replay_timestamp", "pg_is_wal_replay_paused",
+		"pg_get_wal_replay_pause_state", "pg_blocking_pids", "pg_safe_snapshot_blocking_pids",
+		"pg_lock_status", "pg_prepared_xact", "pg_sequence_last_value", "pg_xact_status",
+		"txid_status", "pg_xact_commit_timestamp", "pg_xact_commit_timestamp_origin",
+		"pg_last_committed_xact", "pg_current_logfile", "pg_show_all_file_settings",
+		"pg_hba_file_rules", "pg_ident_file_mappings", "pg_get_shmem_allocations",
+		"pg_control_checkpoint", "pg_control_init", "pg_control_recovery", "pg_control_system",
+		"pg_jit_available", "pg_partition_tree", "pg_partition_ancestors",
+		"pg_collation_actual_version", "pg_database_collation_actual_version",
+		"pg_get_multixact_members", "pg_stat_have_stats", "pg_stat_get_recovery_prefetch")
 	never("per-session value", "currval", "lastval", "pg_backend_pid",
 		"txid_current_if_assigned", "pg_current_xact_id_if_assigned", "pg_my_temp_schema",
 		"inet_client_addr", "inet_client_port", "inet_server_addr", "inet_server_port",
-		"pg_trigger_depth")
+		"pg_trigger_depth", "current_query", "pg_get_backend_memory_contexts",
+		"pg_notification_queue_usage")
 	for _, n := range []string{"pg_advisory_lock", "pg_advisory_lock_shared",
 		"pg_try_advisory_lock", "pg_try_advisory_lock_shared", "set_config", "setseed"} {
 		set(n, func(f *fnInfo) { f.taints = true })
@@ -193,6 +208,7 @@ var prefixFuncs = []struct {
 	info           fnInfo
 }{
 	{"pg_stat_reset", "", fnInfo{class: fnNever, why: "side effect"}},
+	{"pg_stat_get_xact_", "", fnInfo{class: fnNever, why: "per-session value"}},
 	{"lo_", "", fnInfo{class: fnNever, why: "side effect", opaque: true}},
 	{"dblink", "", fnInfo{class: fnNever, why: "side effect", opaque: true}},
 	{"pg_replication_", "", fnInfo{class: fnNever, why: "side effect"}},
@@ -226,4 +242,16 @@ func lookupFunc(name string) fnInfo {
 		}
 	}
 	return fnInfo{class: fnUnknown}
+}
+
+// SessionNeutral reports whether name (unqualified, folded) is a built-in the scanner knows
+// whose call leaves the session as it found it, as far as shared results can tell: an
+// immutable or stable function, or a volatile one whose effect is a table write, a value of
+// its own call, or a per-session value that is never shared (nextval, random, pg_backend_pid
+// …). Functions it does not know, those that change settings, locks or connections beyond the
+// statement (set_config, setseed, pg_advisory_lock, dblink_connect …), and those that run
+// code or open descriptors it cannot see (lo_*, dblink*) are not neutral.
+func SessionNeutral(name string) bool {
+	fi := lookupFunc(name)
+	return fi.class != fnUnknown && !fi.taints && !fi.opaque
 }

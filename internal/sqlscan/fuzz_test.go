@@ -81,7 +81,7 @@ func checkParse(t *testing.T, sql string, nonStd bool) {
 	for i := range r.Statements {
 		a, b := r.Statements[i], n.Statements[i]
 		if a.Kind != b.Kind || a.Tx != b.Tx || a.Chain != b.Chain || a.Taints != b.Taints ||
-			a.ClearsTaint != b.ClearsTaint || a.Verdict != b.Verdict {
+			a.TempObjects != b.TempObjects || a.ClearsTaint != b.ClearsTaint || a.Verdict != b.Verdict {
 			t.Fatalf("statement %d changed by normalization:\n in: %q\n %+v\n %+v", i, sql, a, b)
 		}
 	}
@@ -94,6 +94,11 @@ func checkParse(t *testing.T, sql string, nonStd bool) {
 	}
 	if r.Verdict == Shareable && (len(r.Unknown) > 0 || len(r.Writes) > 0 || !r.TablesKnown) {
 		t.Fatalf("Shareable with unknown functions or writes: %q %+v", sql, r)
+	}
+	for _, st := range r.Statements {
+		if st.TempObjects && !st.Taints {
+			t.Fatalf("temporary objects without a session change: %q %+v", sql, st)
+		}
 	}
 	if len(r.Unknown) > 0 && r.TablesKnown {
 		t.Fatalf("unknown functions with TablesKnown: %q", sql)

@@ -459,7 +459,7 @@ func (a *analyzer) selectInto(i, hi int, c *facts) int {
 	for ; j < hi; j++ {
 		switch a.kwAt(j, hi) {
 		case kwTemp, kwTemporary:
-			c.taints = true
+			c.temp = true
 			continue
 		case kwUnlogged, kwGlobal, kwLocal, kwTable:
 			continue

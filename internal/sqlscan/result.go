@@ -146,9 +146,18 @@ type Statement struct {
 
 	// Taints is set when the statement changes session state that outlives it: SET/RESET (not
 	// SET LOCAL, SET TRANSACTION, SET CONSTRAINTS), LISTEN, PREPARE, DECLARE, CREATE TEMP …,
-	// SELECT … INTO TEMP, LOAD, DO/CALL (unknown code), and calls of session-level functions
-	// (pg_advisory_lock*, set_config, setseed, dblink_connect …).
+	// SELECT … INTO TEMP, LOAD, DO/CALL (unknown code), calls of session-level functions
+	// (pg_advisory_lock*, set_config, setseed, dblink_connect …), writes to pg_settings (an
+	// UPDATE of it is a set_config), and writes or DDL naming the temporary schema (pg_temp.t).
+	//
+	// Calls of functions the scanner does not know (Result.Unknown) do not set it: whether they
+	// change the session is for the caller to find out (the server's catalog) or assume.
 	Taints bool
+	// TempObjects is set when the statement creates or changes objects of the session's
+	// temporary schema: CREATE TEMP …, SELECT … INTO TEMP, or a write or DDL naming pg_temp
+	// (CREATE TABLE pg_temp.t, CREATE VIEW pg_temp.v …). Such objects shadow others of the same
+	// name for the rest of the session. It implies Taints.
+	TempObjects bool
 	// ClearsTaint is set by DISCARD ALL, which resets all session state.
 	ClearsTaint bool
 

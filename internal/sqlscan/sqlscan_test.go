@@ -690,3 +690,78 @@ func TestLargeInputs(t *testing.T) {
 		t.Errorf("ctes: Tables %q", r.Tables)
 	}
 }
+
+// TestSessionWrites: writes and DDL that change the session without a keyword the statement
+// parsers know (issue 15): objects of the temporary schema named by pg_temp, and UPDATE of
+// pg_settings (which runs set_config). Reads of them, and ordinary names that merely look
+// alike, change nothing.
+func TestSessionWrites(t *testing.T) {
+	cases := []struct {
+		sql          string
+		taints, temp bool
+	}{
+		{"CREATE TABLE pg_temp.t (a int)", true, true},
+		{`CREATE TABLE "pg_temp".t (a int)`, true, true},
+		{"CREATE TABLE PG_TEMP.t AS SELECT 1", true, true},
+		{"CREATE TABLE pg_temp_3.t (a int)", true, true},
+		{"CREATE TABLE IF NOT EXISTS pg_temp.t (a int)", true, true},
+		{"CREATE UNLOGGED TABLE pg_temp.t (a int)", true, true},
+		{"CREATE VIEW pg_temp.v AS SELECT 1", true, true},
+		{"CREATE OR REPLACE VIEW pg_temp.v AS SELECT 1", true, true},
+		{"CREATE MATERIALIZED VIEW pg_temp.v AS SELECT 1", true, true},
+		{"CREATE SEQUENCE pg_temp.s", true, true},
+		{"CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'", true, true},
+		{"CREATE INDEX ON pg_temp.t (a)", true, true},
+		{"ALTER TABLE pg_temp.t ADD COLUMN b int", true, true},
+		{"SELECT 1 AS a INTO pg_temp.x", true, true},
+		{"SELECT * INTO TEMP x FROM t", true, true},
+		{"SELECT * INTO TABLE pg_temp.x FROM t", true, true},
+		{"INSERT INTO pg_temp.t VALUES (1)", true, true},
+		{"WITH w AS (INSERT INTO pg_temp.t VALUES (1) RETURNING *) SELECT * FROM w", true, true},
+		{"CREATE TEMP TABLE x (a int)", true, true},
+		{"CREATE TEMP VIEW v AS SELECT 1", true, true},
+		{"EXPLAIN ANALYZE CREATE TABLE pg_temp.t AS SELECT 1", true, true},
+		{"UPDATE pg_settings SET setting = 'x' WHERE name = 'search_path'", true, false},
+		{"update pg_catalog.pg_settings set setting = 'x' where name = 'search_path'", true, false},
+		{`UPDATE "pg_settings" SET setting = 'x' WHERE name = 'search_path'`, true, false},
+		{"WITH s AS (UPDATE pg_settings SET setting = 'x' WHERE name = 'work_mem' RETURNING 1) SELECT * FROM s", true, false},
+		// Reads, and names that only look alike.
+		{"SELECT * FROM pg_temp.t", false, false},
+		{"SELECT * FROM pg_settings WHERE name = 'search_path'", false, false},
+		{"CREATE TABLE pg_temporary.t (a int)", false, false},
+		{"CREATE TABLE pg_temp_x.t (a int)", false, false},
+		{"CREATE TABLE t (pg_temp int)", false, false},
+		{"INSERT INTO t SELECT name FROM settings", false, false},
+		{"UPDATE my_settings SET v = 1", false, false},
+		{"CREATE VIEW v AS SELECT app_use_tenant('b')", false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.sql, func(t *testing.T) {
+			r := Parse(tc.sql)
+			if len(r.Statements) != 1 {
+				t.Fatalf("%d statements", len(r.Statements))
+			}
+			st := r.Statements[0]
+			if st.Taints != tc.taints || st.TempObjects != tc.temp {
+				t.Errorf("Taints %v TempObjects %v, want %v %v", st.Taints, st.TempObjects, tc.taints, tc.temp)
+			}
+		})
+	}
+}
+
+// TestSessionNeutral: built-ins whose calls leave the session as it was, and those that do
+// not or that the scanner does not know.
+func TestSessionNeutral(t *testing.T) {
+	for _, n := range []string{"lower", "count", "now", "coalesce", "random", "nextval", "currval",
+		"pg_backend_pid", "pg_advisory_xact_lock", "pg_is_in_recovery", "pg_stat_get_xact_numscans"} {
+		if !SessionNeutral(n) {
+			t.Errorf("%s: not neutral", n)
+		}
+	}
+	for _, n := range []string{"set_config", "setseed", "pg_advisory_lock", "pg_try_advisory_lock_shared",
+		"dblink_connect", "dblink_exec", "lo_open", "app_use_tenant", "query_to_xml", "myschema.lower"} {
+		if SessionNeutral(n) {
+			t.Errorf("%s: neutral", n)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package sqlflight
+
+import "context"
+
+// Context scopes: a tenant (or any other partition the database cannot be
+// told apart by from its connection) put into the key, for row-level
+// security applications. See the README, "Tenants and row-level security".
+
+type scopeKey struct{}
+
+// WithScope returns a context whose reads share flights and cached results
+// only with reads under the same scope, in this process and, through the
+// shared tier, in the fleet: every scope (the empty string included) is a
+// partition of its own, and no scope never meets a scope. Name the tenant a
+// row-level-security policy reads (WithScope(ctx, "tenant-b")).
+//
+// Statements run under ctx that change the session — SET, set_config, a
+// function the server cannot prove IMMUTABLE or STABLE (the tenant helper
+// that calls set_config), DO, CALL — make the connection a session of the
+// scope rather than an unknown one: its later reads under the same scope
+// still share, with the reads of every other connection whose last change
+// was made under that scope, and its reads under any other scope (or none)
+// go straight to the database. In return, the application promises that
+// the statements it runs under a scope set everything its reads depend on
+// (the tenant setting, a role, a search_path), whatever the connection held
+// before: two sessions of one scope must answer every read alike. Temporary
+// tables, and any change made under no scope, still make the connection
+// bypass sharing until DISCARD ALL.
+//
+// The scope's value enters keys (and, hashed, the shared tier's keys); it
+// never appears in metrics or logs.
+func WithScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, scopeKey{}, &scope)
+}
+
+// ScopeOf returns the scope ctx carries (see WithScope) and whether it
+// carries one.
+func ScopeOf(ctx context.Context) (string, bool) {
+	if p, ok := ctx.Value(scopeKey{}).(*string); ok {
+		return *p, true
+	}
+	return "", false
+}
+
+// partition is what a shared read is keyed under besides its statement:
+// the context's scope, and whether the connection's session belongs to it.
+type partition struct {
+	scope   string
+	set     bool // the context carries a scope
+	session bool // the session was changed under the scope: no spare connection can stand in for it
+}
+
+// Partition tags in keys, after the connection scope's number.
+const (
+	partNone    = 0 // no context scope
+	partScope   = 1 // a context scope, on a session nothing changed
+	partSession = 2 // a context scope, on a session changed under it
+)
+
+// appendPartition encodes p: a tag, then the scope length-prefixed, so that
+// no scope encodes like another or like none.
+func appendPartition(b []byte, p partition) []byte {
+	switch {
+	case !p.set:
+		return append(b, partNone)
+	case p.session:
+		b = append(b, partSession)
+	default:
+		b = append(b, partScope)
+	}
+	return appendStr(b, p.scope)
+}
