@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -121,13 +122,30 @@ func pureNames(pure []string, fn string) bool {
 // verdictMemo remembers a scope's verdicts in bounded memory; a new memo
 // replaces it when it is full or the schema changed.
 type verdictMemo struct {
-	gen uint64
-	m   sync.Map // normalized SQL → *verdict
-	n   atomic.Int64
+	gen   uint64
+	m     sync.Map // memoKey(normalized SQL) → *verdict
+	n     atomic.Int64
+	bytes atomic.Int64 // of the keys
+}
+
+// memoKey is the memo's key for a normalized text: the text itself when it
+// is short, a SHA-256 digest of it otherwise, so that a statement of
+// megabytes is not kept for as long as its verdict stands. The two kinds
+// never meet: no normalized text starts with a NUL byte.
+func memoKey(normalized string) string {
+	if len(normalized) <= maxVerdictKey {
+		return normalized
+	}
+	sum := sha256.Sum256([]byte(normalized))
+	return "\x00" + string(sum[:])
 }
 
 const (
 	maxVerdicts = 8192
+	// maxVerdictKey is the longest text the memo keeps as its key; longer
+	// ones are kept as digests. maxVerdictBytes bounds the keys' bytes.
+	maxVerdictKey   = 1024
+	maxVerdictBytes = 4 << 20
 	// verdictWait bounds how long a caller waits for the probe of a new
 	// shape before running it unshared.
 	verdictWait = 2 * time.Second
@@ -164,7 +182,8 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 			memo = sc.verdicts.Load()
 		}
 	}
-	if x, ok := memo.m.Load(r.Normalized); ok {
+	key := memoKey(r.Normalized)
+	if x, ok := memo.m.Load(key); ok {
 		v := x.(*verdict)
 		if !v.known() || time.Now().Before(v.retryAt) {
 			return v
@@ -172,22 +191,22 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 		// A failed verdict stands a few seconds, a good one verdictMaxAge
 		// (the schema may change behind the Shield's back): ask again.
 		nv := &verdict{ready: make(chan struct{}), gen: gen}
-		if memo.m.CompareAndSwap(r.Normalized, v, nv) {
+		if memo.m.CompareAndSwap(key, v, nv) {
 			sc.startProbe(s, nv, r)
 			return nv
 		}
-		x, _ = memo.m.Load(r.Normalized)
+		x, _ = memo.m.Load(key)
 		if x == nil {
 			return v
 		}
 		return x.(*verdict)
 	}
-	if memo.n.Add(1) > maxVerdicts {
+	if memo.n.Add(1) > maxVerdicts || memo.bytes.Add(int64(len(key))) > maxVerdictBytes {
 		sc.verdicts.CompareAndSwap(memo, &verdictMemo{gen: gen})
 		memo = sc.verdicts.Load()
 	}
 	nv := &verdict{ready: make(chan struct{}), gen: gen}
-	x, loaded := memo.m.LoadOrStore(r.Normalized, nv)
+	x, loaded := memo.m.LoadOrStore(key, nv)
 	if loaded {
 		return x.(*verdict)
 	}
