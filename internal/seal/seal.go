@@ -82,7 +82,7 @@ func newMACPool(key []byte) *macPool {
 	return m
 }
 
-func (m *macPool) get() hash.Hash { h := m.p.Get().(hash.Hash); h.Reset(); return h }
+func (m *macPool) get() hash.Hash  { h := m.p.Get().(hash.Hash); h.Reset(); return h }
 func (m *macPool) put(h hash.Hash) { m.p.Put(h) }
 
 // A Ring is the keys an instance uses: Current writes and reads, Previous
