@@ -72,18 +72,33 @@ func Derive(secret []byte) *Keys {
 	}
 }
 
-// macPool keeps HMAC states of one key, so that a MAC costs no allocation
-// of its own.
+// macPool keeps HMAC states of one key, with scratch space, so that a MAC
+// costs no allocation of its own.
 type macPool struct{ p sync.Pool }
+
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
 
 func newMACPool(key []byte) *macPool {
 	m := &macPool{}
-	m.p.New = func() any { return hmac.New(sha256.New, key) }
+	m.p.New = func() any { return &macState{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 256)} }
 	return m
 }
 
-func (m *macPool) get() hash.Hash  { h := m.p.Get().(hash.Hash); h.Reset(); return h }
-func (m *macPool) put(h hash.Hash) { m.p.Put(h) }
+func (m *macPool) get() *macState {
+	st := m.p.Get().(*macState)
+	st.h.Reset()
+	return st
+}
+
+func (m *macPool) put(st *macState) {
+	if cap(st.buf) <= 4096 { // a huge namespace or key is not kept
+		m.p.Put(st)
+	}
+}
 
 // A Ring is the keys an instance uses: Current writes and reads, Previous
 // (if not nil) only reads. Encrypt makes SealValue encrypt. Values of
@@ -117,16 +132,15 @@ func valueAD(h []byte, format byte, ns, key string, version uint64) []byte {
 // a new slice.
 func (r *Ring) SealValue(b []byte, ns, key string, version uint64) []byte {
 	body := b[Prefix:]
-	var ad [256]byte
 	if r.Encrypt {
 		out := make([]byte, 1+saltLen, 1+saltLen+len(body)+16)
 		out[0] = formatEncrypt
 		_, _ = rand.Read(out[1 : 1+saltLen]) // never fails (crypto/rand)
 		aead := valueAEAD(r.Current.encrypt, out[1:1+saltLen])
-		return aead.Seal(out, zeroNonce[:], body, valueAD(ad[:0], formatEncrypt, ns, key, version))
+		return aead.Seal(out, zeroNonce[:], body, valueAD(nil, formatEncrypt, ns, key, version))
 	}
 	b[0] = formatMAC
-	r.Current.valueTag(b[1:Prefix], valueAD(ad[:0], formatMAC, ns, key, version), body)
+	r.Current.valueTag(b[1:Prefix], ns, key, version, body)
 	return b
 }
 
@@ -137,12 +151,10 @@ var zeroNonce [12]byte
 // value and the random 96-bit nonces of GCM, with their limit of 2^32
 // messages per key, never come into play (the nonce is fixed).
 func valueAEAD(key *macPool, salt []byte) cipher.AEAD {
-	m := key.get()
-	m.Write(salt)
-	var k [sha256.Size]byte
-	sum := m.Sum(k[:0])
-	key.put(m)
-	block, err := aes.NewCipher(sum)
+	st := key.get()
+	st.h.Write(salt)
+	block, err := aes.NewCipher(st.h.Sum(st.sum[:0])) // copies the key
+	key.put(st)
 	if err != nil {
 		panic("seal: " + err.Error())
 	}
@@ -153,13 +165,13 @@ func valueAEAD(key *macPool, salt []byte) cipher.AEAD {
 	return aead
 }
 
-func (k *Keys) valueTag(dst, ad, body []byte) {
-	h := k.value.get()
-	h.Write(ad)
-	h.Write(body)
-	var sum [sha256.Size]byte
-	copy(dst, h.Sum(sum[:0]))
-	k.value.put(h)
+func (k *Keys) valueTag(dst []byte, ns, key string, version uint64, body []byte) {
+	st := k.value.get()
+	st.buf = valueAD(st.buf[:0], formatMAC, ns, key, version)
+	st.h.Write(st.buf)
+	st.h.Write(body)
+	copy(dst, st.h.Sum(st.sum[:0]))
+	k.value.put(st)
 }
 
 // OpenValue checks b, a value read as key's in namespace ns at version, and
@@ -170,7 +182,6 @@ func (r *Ring) OpenValue(b []byte, ns, key string, version uint64) ([]byte, erro
 	if len(b) == 0 {
 		return nil, ErrFormat
 	}
-	var ad [256]byte
 	switch b[0] {
 	case formatMAC:
 		if len(b) < Prefix {
@@ -179,10 +190,9 @@ func (r *Ring) OpenValue(b []byte, ns, key string, version uint64) ([]byte, erro
 		if r.NoVerify {
 			return b[Prefix:], nil
 		}
-		a := valueAD(ad[:0], formatMAC, ns, key, version)
 		for _, k := range r.keys() {
 			var tag [TagLen]byte
-			k.valueTag(tag[:], a, b[Prefix:])
+			k.valueTag(tag[:], ns, key, version, b[Prefix:])
 			if hmac.Equal(tag[:], b[1:Prefix]) {
 				return b[Prefix:], nil
 			}
@@ -192,7 +202,7 @@ func (r *Ring) OpenValue(b []byte, ns, key string, version uint64) ([]byte, erro
 		if len(b) < 1+saltLen+16 {
 			return nil, ErrFormat
 		}
-		a := valueAD(ad[:0], formatEncrypt, ns, key, version)
+		a := valueAD(nil, formatEncrypt, ns, key, version)
 		for _, k := range r.keys() {
 			aead := valueAEAD(k.encrypt, b[1:1+saltLen])
 			if body, err := aead.Open(nil, zeroNonce[:], b[1+saltLen:], a); err == nil {
@@ -221,28 +231,28 @@ func (r *Ring) MessageTag(ns string, seq uint64, all bool, source string, tables
 }
 
 func (k *Keys) messageTag(dst []byte, ns string, seq uint64, all bool, source string, tables []string) {
-	h := k.message.get()
-	var b [64]byte
+	st := k.message.get()
+	b := append(st.buf[:0], "sqlflight/invalidation\x00"...)
 	w := func(s string) {
-		h.Write(binary.AppendUvarint(b[:0], uint64(len(s))))
-		h.Write([]byte(s))
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	h.Write([]byte("sqlflight/invalidation\x00"))
 	w(ns)
-	h.Write(binary.BigEndian.AppendUint64(b[:0], seq))
+	b = binary.BigEndian.AppendUint64(b, seq)
 	if all {
-		h.Write([]byte{1})
+		b = append(b, 1)
 	} else {
-		h.Write([]byte{0})
+		b = append(b, 0)
 	}
 	w(source)
-	h.Write(binary.AppendUvarint(b[:0], uint64(len(tables))))
+	b = binary.AppendUvarint(b, uint64(len(tables)))
 	for _, t := range tables {
 		w(t)
 	}
-	var sum [sha256.Size]byte
-	copy(dst, h.Sum(sum[:0]))
-	k.message.put(h)
+	st.h.Write(b)
+	st.buf = b
+	copy(dst, st.h.Sum(st.sum[:0]))
+	k.message.put(st)
 }
 
 // CheckMessage reports whether tag is the tag of the invalidation under

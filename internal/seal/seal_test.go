@@ -120,16 +120,16 @@ func TestKeysAreSeparate(t *testing.T) {
 	k := Derive([]byte("a fleet secret of 32 bytes......"))
 	k2 := Derive([]byte("a fleet secret of 32 bytes.....!"))
 	var a1, a2 [TagLen]byte
-	k.valueTag(a1[:], []byte("x"), nil)
-	k2.valueTag(a2[:], []byte("x"), nil)
+	k.valueTag(a1[:], "ns", "x", 1, nil)
+	k2.valueTag(a2[:], "ns", "x", 1, nil)
 	if a1 == a2 {
 		t.Fatal("two secrets, one key")
 	}
 	var a, b [TagLen]byte
-	k.valueTag(a[:], []byte("x"), nil)
-	h := k.message.get()
-	h.Write([]byte("x"))
-	copy(b[:], h.Sum(nil))
+	k.valueTag(a[:], "ns", "x", 1, nil)
+	st := k.message.get()
+	st.h.Write(valueAD(nil, formatMAC, "ns", "x", 1))
+	copy(b[:], st.h.Sum(nil))
 	if a == b {
 		t.Fatal("value and message MACs share a key")
 	}
