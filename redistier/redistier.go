@@ -13,6 +13,7 @@
 // Under a namespace ns (the Shield's KeyPrefix) the tier keeps:
 //
 //	ns+"v:"+key      a hash: field v, the version (decimal); field d, the data
+//	                 (sealed by the Shield: the tier stores and returns it as is)
 //	ns+"lease:"+key  a string: the token of the instance holding the lease
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
 //	                 field "*" for the last write to all tables; field "\x00seq",
@@ -26,6 +27,15 @@
 // takes no value whose version is not above the base — nothing written
 // before the epochs were lost can be served. (A volatile-* policy or
 // noeviction keeps the key and the values written under it.)
+//
+// The Shield trusts nothing it reads here (see sqlflight.Options.SharedSecret);
+// the tier helps it against whoever else can write to Redis: Fetch returns
+// no value whose version is above the fleet sequence, Store overwrites one,
+// an epoch is never lowered by Publish, and a lease key without an expiry
+// (no instance writes one) is taken as absent by Acquire. Give the
+// application a Redis user of its own, limited to its namespace:
+//
+//	ACL SETUSER app on >password ~ns* &ns* +@all -@dangerous
 //
 // Leases, Store, NextSeq and Publish are Lua scripts touching several of these keys at
 // once. On Redis Cluster, put a hash tag in the namespace (for instance

@@ -300,6 +300,31 @@ func TestForgedVersionDoesNotPinAKey(t *testing.T) {
 	}
 }
 
+// TestPublishNeverLowersAnEpoch: writers take their numbers first and
+// publish after, so they may publish out of order; an epoch keeps the
+// highest number published for it.
+func TestPublishNeverLowersAnEpoch(t *testing.T) {
+	tier, _, ns := setup(t)
+	ctx := ctxT(t)
+	first, err := tier.NextSeq(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := tier.NextSeq(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{second, first} {
+		if err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}, All: true, Seq: seq, Tag: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sv, err := tier.Fetch(ctx, ns, "k", []string{"t"})
+	if err != nil || !slices.Equal(sv.Epochs, []uint64{second, second}) {
+		t.Fatalf("epochs %v, %v; want both at %d", sv.Epochs, err, second)
+	}
+}
+
 // TestLeaseWithoutTTLIsTaken: a lease key nobody will ever release (written
 // without an expiry, or with one longer than any lease) does not block the
 // key: Acquire takes the first, and cuts the second down to its own TTL.
