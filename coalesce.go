@@ -691,24 +691,42 @@ func (e *epochs) now() uint64 { return e.seq.Load() }
 func (e *epochs) bump(tables []string, known bool) uint64 {
 	n := e.seq.Add(1)
 	if !known {
-		for {
-			old := e.all.Load()
-			if old >= n || e.all.CompareAndSwap(old, n) {
-				return n
-			}
-		}
+		e.raiseAll(n)
+		return n
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.tables == nil {
 		e.tables = make(map[string]uint64)
+	}
+	if len(e.tables)+len(tables) > maxEpochTables {
+		// Too many tables to remember one by one: from now on they share
+		// the epoch of "all", which this write raises (every epoch moves
+		// forward; reads check "all" under the lock too).
+		e.raiseAll(n)
+		clear(e.tables)
+		return n
 	}
 	for _, t := range tables {
 		if k := tableKey(t); e.tables[k] < n {
 			e.tables[k] = n
 		}
 	}
-	e.mu.Unlock()
 	return n
+}
+
+// maxEpochTables bounds the tables whose epochs are kept one by one, so
+// that writes to ever new names (or invalidations naming them) cannot grow
+// memory without bound.
+const maxEpochTables = 4096
+
+func (e *epochs) raiseAll(n uint64) {
+	for {
+		old := e.all.Load()
+		if old >= n || e.all.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // unchangedSince reports whether no write to tables (any write, when the
@@ -729,7 +747,9 @@ func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
 			return false
 		}
 	}
-	return true
+	// Again under the lock: a bump past maxEpochTables moves its tables'
+	// epochs into "all" before it clears them.
+	return e.all.Load() <= seq
 }
 
 // tableKey is the name under which a table's epoch is kept: without its

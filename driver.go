@@ -175,6 +175,10 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 		e.s = New(opts...)
 		e.s.tierRelease = release // Close gives the DSN's tier back
+		if err := e.s.tierErr; err != nil {
+			_ = e.s.Close() // gives the tier back
+			return nil, err // ErrNoSharedSecret: never without the tier, never unauthenticated
+		}
 		own := &wrappedDriver{s: e.s, parent: d.parent, scopes: make(map[string]*dsnScope)}
 		e.drv = own
 		if dc, ok := self.(*wrappedDriverContext); ok {

@@ -85,6 +85,14 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.RedisTimeout, err = parseDuration(v)
 		case "lease_ttl":
 			o.LeaseTTL, err = parseDuration(v)
+		case "shared_secret":
+			o.SharedSecret = v // never in an error: nothing here can fail
+		case "shared_previous_secret":
+			o.SharedPreviousSecret = v
+		case "shared_encrypt":
+			o.SharedEncrypt, err = strconv.ParseBool(v)
+		case "insecure_trust_shared_tier":
+			o.InsecureTrustSharedTier, err = strconv.ParseBool(v)
 		case "strict":
 			o.Strict, err = strconv.ParseBool(v)
 		case "default":

@@ -76,6 +76,9 @@ func (s *Shield) newScope() *scope {
 
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
+	if s.tierErr != nil {
+		return nil, s.tierErr // a shared tier without a secret (ErrNoSharedSecret)
+	}
 	for !sc.learned.Load() {
 		sc.mu.Lock()
 		if sc.learned.Load() {

@@ -126,6 +126,35 @@ type Options struct {
 	KeyPrefix    string
 	RedisTimeout time.Duration
 	LeaseTTL     time.Duration
+
+	// SharedSecret is the fleet's secret: the same on every instance, at
+	// least MinSharedSecret bytes (use 32 random bytes), kept like a
+	// password and never derived from the DSN. Everything the Shield reads
+	// from the shared tier must carry a MAC under a key derived from it:
+	// values (bound to their key, version and deadlines) and invalidation
+	// messages. A value that fails is a miss (Stats.SharedForged), a
+	// message that fails is ignored (Stats.InvalidationsRejected). Without
+	// it a Shield with a shared tier refuses every connection with
+	// ErrNoSharedSecret, unless InsecureTrustSharedTier is set.
+	//
+	// SharedPreviousSecret, while the fleet moves to a new SharedSecret, is
+	// the old one: what it sealed is still read, nothing is written under
+	// it. Give every instance the new secret with the old one as previous,
+	// then drop the previous one.
+	SharedSecret         string
+	SharedPreviousSecret string
+
+	// SharedEncrypt encrypts the values the Shield writes to the tier
+	// (AES-256-GCM under a key derived from SharedSecret, bound to the key,
+	// namespace and version), so that reading Redis does not give the
+	// rows. Instances read encrypted and unencrypted values alike.
+	SharedEncrypt bool
+
+	// InsecureTrustSharedTier runs a shared tier without SharedSecret: the
+	// Shield then trusts Redis completely — whoever can write to it can
+	// make every instance serve rows of their choosing and ignore or invent
+	// invalidations. Only for a Redis that nobody else can reach.
+	InsecureTrustSharedTier bool
 }
 
 // An Option configures a Shield. Options is the Option of this package;
@@ -160,6 +189,9 @@ type Shield struct {
 	tierImpl    SharedTier // given by Shared
 	tier        *tierState // nil without a shared tier
 	tierRelease func()     // gives back a tier opened from a DSN, or nil
+	// tierErr refuses every connection: a tier was given without a usable
+	// secret (ErrNoSharedSecret).
+	tierErr error
 }
 
 // New returns a Shield configured by opts (later options win).
@@ -262,7 +294,8 @@ type Stats struct {
 	SharedWrites        uint64 // results written to the tier
 	SharedSuperseded    uint64 // writes refused because the tier held a newer version
 	SharedErrors        uint64 // calls to the tier that failed or timed out
-	SharedDecodeErrors  uint64 // values in the tier that could not be read (treated as misses)
+	SharedDecodeErrors  uint64 // values in the tier that could not be read or failed authentication (treated as misses)
+	SharedForged        uint64 // … of those, values whose MAC failed, or whose version no Acquire handed out
 	SharedSkipped       uint64 // reads that left the tier alone: a write to their tables waits to be published
 	LeasesAcquired      uint64 // leases this instance took to query for the fleet
 	LeaseWaits          uint64 // flights that waited for another instance's lease holder
@@ -270,6 +303,9 @@ type Stats struct {
 	InvalidationsSent   uint64 // writes published to the other instances
 	InvalidationsHeard  uint64 // writes of other instances applied here
 	InvalidationResyncs uint64 // times the subscription was re-made and L1 dropped everything
+	// InvalidationsRejected are messages on the bus that did not parse or
+	// whose MAC failed: ignored (they never drop L1).
+	InvalidationsRejected uint64
 
 	Waiting         int64  // gauge: callers currently waiting on a flight
 	InFlight        int64  // gauge: flights currently running
@@ -305,6 +341,7 @@ func (s *Shield) Stats() Stats {
 		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.leases.Load(), c.leaseWaits.Load(), c.leaseExpired.Load()
 		st.InvalidationsSent, st.InvalidationsHeard = c.published.Load(), c.received.Load()
 		st.InvalidationResyncs = c.resyncs.Load()
+		st.SharedForged, st.InvalidationsRejected = c.forged.Load(), c.rejected.Load()
 	}
 	return st
 }

@@ -38,15 +38,20 @@ type SharedStore interface {
 	Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error)
 
 	// Store writes data under key for ttl unless the value stored there has
-	// a version at least as new; it reports whether it wrote.
+	// a version at least as new and not above the fleet sequence (a version
+	// no Acquire handed out is overwritten); it reports whether it wrote.
 	Store(ctx context.Context, ns, key string, data []byte, version uint64, ttl time.Duration) (bool, error)
 }
 
-// SharedValue is what SharedStore.Fetch returns.
+// SharedValue is what SharedStore.Fetch returns. The Shield trusts none of
+// it: Data must carry the MAC of the fleet secret over the namespace, the
+// key and Version; a Version above Seq is refused; and Epochs are checked
+// against the writes the Shield knows of itself.
 type SharedValue struct {
 	Data    []byte
 	Version uint64
 	Epochs  []uint64
+	Seq     uint64 // the fleet sequence when read (0: not known)
 }
 
 // Leaser hands out leases on keys and the fleet sequence numbers that
@@ -72,26 +77,35 @@ type Lease struct {
 
 // InvalidationBus carries writes between the instances of a fleet.
 type InvalidationBus interface {
-	// Publish takes the next fleet sequence number, records it as the
-	// epoch of inv.Tables (of all tables when inv.All), so that Fetch
-	// reports it from then on, and tells every subscriber. It returns the
-	// sequence number.
-	Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error)
+	// NextSeq takes the next fleet sequence number (the counter Acquire
+	// takes its versions from).
+	NextSeq(ctx context.Context, ns string) (uint64, error)
+
+	// Publish records inv.Seq, a number NextSeq returned, as the epoch of
+	// inv.Tables (of all tables when inv.All) unless the epoch recorded is
+	// already higher, so that Fetch reports it from then on, and tells every
+	// subscriber, Tag included.
+	Publish(ctx context.Context, ns string, inv Invalidation) error
 
 	// Subscribe calls fn with every invalidation published in ns, by any
 	// instance, until stop is called. When messages may have been lost (the
-	// subscription broke and was made again), it calls fn with Resync set.
-	// fn must not block for long.
+	// subscription broke and was made again), it calls fn with Resync set;
+	// a message it cannot read, with Malformed set. fn must not block for
+	// long.
 	Subscribe(ns string, fn func(Invalidation)) (stop func(), err error)
 }
 
-// Invalidation is one write, as the bus carries it.
+// Invalidation is one write, as the bus carries it. The Shield acts only on
+// an invalidation whose Tag is the MAC of the fleet secret over the
+// namespace, Seq, All, Source and Tables.
 type Invalidation struct {
-	Tables []string
-	All    bool   // a write to tables not known
-	Seq    uint64 // set by Publish
-	Source string // the publishing Shield's instance id
-	Resync bool   // not a write: messages may have been lost
+	Tables    []string
+	All       bool   // a write to tables not known
+	Seq       uint64 // from NextSeq
+	Source    string // the publishing Shield's instance id
+	Tag       []byte // the publisher's MAC; opaque to the bus
+	Resync    bool   // not a write: messages may have been lost
+	Malformed bool   // not a write: a message the bus could not read (the Shield counts and ignores it)
 }
 
 // Defaults of the shared-tier Options.
@@ -186,6 +200,18 @@ func openTier(target string) (SharedTier, func(), error) {
 	}
 	return ot.t, release, nil
 }
+
+// ErrNoSharedSecret is wrapped by the error of every connection of a Shield
+// given a shared tier without a usable Options.SharedSecret (the DSN's
+// sqlflight.shared_secret): none, or one shorter than MinSharedSecret
+// bytes, with InsecureTrustSharedTier not set. Such a Shield never runs,
+// neither without its tier nor with a tier it cannot authenticate.
+var ErrNoSharedSecret = errors.New("sqlflight: the shared tier needs a secret (Options.SharedSecret or sqlflight.shared_secret)")
+
+// MinSharedSecret is the shortest Options.SharedSecret (and
+// SharedPreviousSecret) accepted, in bytes: 32 random bytes, hex- or
+// base64-encoded, are what to use.
+const MinSharedSecret = 16
 
 // errTierDown is what tier calls return while the tier's breaker is open.
 var errTierDown = errors.New("sqlflight: shared tier unavailable")

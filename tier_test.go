@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlflight/sqlflight/internal/seal"
 )
 
 // memTier is a SharedTier in memory, shared by the Shields of a test as
@@ -81,6 +83,7 @@ func (m *memTier) Fetch(ctx context.Context, ns, key string, tables []string) (S
 		v.Epochs[i] = m.epochs[ns+t]
 	}
 	v.Epochs[len(tables)] = m.epochs[ns+"*"]
+	v.Seq = m.seq
 	if e, ok := m.vals[ns+key]; ok && m.clock.Now().Before(e.until) {
 		v.Data, v.Version = e.data, e.version
 	}
@@ -127,7 +130,7 @@ func (m *memTier) Release(ctx context.Context, ns, key string, l Lease) error {
 	return nil
 }
 
-func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+func (m *memTier) NextSeq(ctx context.Context, ns string) (uint64, error) {
 	if err := m.check(ctx); err != nil {
 		return 0, err
 	}
@@ -135,13 +138,24 @@ func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) (uin
 		return 0, errMemDown
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.seq++
-	inv.Seq = m.seq
+	return m.seq, nil
+}
+
+func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if m.failPublish.Load() {
+		return errMemDown
+	}
+	m.mu.Lock()
 	if inv.All {
-		m.epochs[ns+"*"] = inv.Seq
+		m.epochs[ns+"*"] = max(m.epochs[ns+"*"], inv.Seq)
 	}
 	for _, t := range inv.Tables {
-		m.epochs[ns+t] = inv.Seq
+		m.epochs[ns+t] = max(m.epochs[ns+t], inv.Seq)
 	}
 	var subs []func(Invalidation)
 	for _, fn := range m.subs {
@@ -151,7 +165,7 @@ func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) (uin
 	for _, fn := range subs {
 		fn(inv)
 	}
-	return inv.Seq, nil
+	return nil
 }
 
 func (m *memTier) Subscribe(ns string, fn func(Invalidation)) (func(), error) {
@@ -197,6 +211,9 @@ func fleetOf(t *testing.T, n int, tier *memTier, opts Options) []instance {
 func fleetOn(t *testing.T, n int, tier SharedTier, clk *fakeClock, opts Options) []instance {
 	t.Helper()
 	opts.Clock = clk
+	if opts.SharedSecret == "" && !opts.InsecureTrustSharedTier {
+		opts.SharedSecret = testSecret
+	}
 	var out []instance
 	for range n {
 		c := newCounting()
@@ -206,6 +223,12 @@ func fleetOn(t *testing.T, n int, tier SharedTier, clk *fakeClock, opts Options)
 	}
 	return out
 }
+
+// testSecret is the fleet secret of the tests' Shields.
+const testSecret = "a test fleet secret, 32 bytes.."
+
+// testSecretDSN is a secret for key=value DSNs (no spaces).
+const testSecretDSN = "a-test-fleet-secret-of-32-bytes."
 
 func TestSharedTierServesOtherInstances(t *testing.T) {
 	tier := newMemTier(newFakeClock())
@@ -503,15 +526,15 @@ type hookTier struct {
 	afterPublish atomic.Pointer[func()]
 }
 
-func (h *hookTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+func (h *hookTier) Publish(ctx context.Context, ns string, inv Invalidation) error {
 	if f := h.onPublish.Swap(nil); f != nil {
 		(*f)()
 	}
-	seq, err := h.memTier.Publish(ctx, ns, inv)
+	err := h.memTier.Publish(ctx, ns, inv)
 	if f := h.afterPublish.Swap(nil); f != nil {
 		(*f)()
 	}
-	return seq, err
+	return err
 }
 
 func (h *hookTier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (Lease, error) {
@@ -715,7 +738,7 @@ func (h *hangTier) Fetch(ctx context.Context, ns, key string, tables []string) (
 	return h.memTier.Fetch(ctx, ns, key, tables)
 }
 
-func (h *hangTier) Publish(ctx context.Context, ns string, inv Invalidation) (uint64, error) {
+func (h *hangTier) Publish(ctx context.Context, ns string, inv Invalidation) error {
 	if h.panicky.Load() {
 		panic("tier bug")
 	}
@@ -727,7 +750,7 @@ func TestHungTierFailsNoCaller(t *testing.T) {
 		t.Run(fmt.Sprintf("deaf=%v", deaf), func(t *testing.T) {
 			ht := &hangTier{memTier: newMemTier(newFakeClock())}
 			c := newCounting()
-			db, s := openFake(t, c.d, Options{Clock: ht.clock}, Shared(ht))
+			db, s := openFake(t, c.d, Options{Clock: ht.clock, SharedSecret: testSecret}, Shared(ht))
 			t.Cleanup(func() { _ = s.Close() })
 			ht.hang.Store(true)
 			ht.deaf.Store(deaf)
@@ -755,7 +778,7 @@ func TestHungTierFailsNoCaller(t *testing.T) {
 func TestPanickingTierIsATierError(t *testing.T) {
 	ht := &hangTier{memTier: newMemTier(newFakeClock())}
 	c := newCounting()
-	db, s := openFake(t, c.d, Options{Clock: ht.clock}, Shared(ht))
+	db, s := openFake(t, c.d, Options{Clock: ht.clock, SharedSecret: testSecret}, Shared(ht))
 	t.Cleanup(func() { _ = s.Close() })
 	ht.panicky.Store(true)
 	if _, err := db.Exec("UPDATE items SET n = 1"); err != nil {
@@ -792,7 +815,7 @@ func TestLoserLeavesTimeToQuery(t *testing.T) {
 
 func TestConnectorsShareOnlyUnderTheirOwnName(t *testing.T) {
 	tier := newMemTier(newFakeClock())
-	s := New(Options{Clock: tier.clock}, Shared(tier))
+	s := New(Options{Clock: tier.clock, SharedSecret: testSecret}, Shared(tier))
 	t.Cleanup(func() { _ = s.Close() })
 	open := func(base int64, name string, plain bool) (*sql.DB, *counting) {
 		c := newCounting()
@@ -831,16 +854,19 @@ func FuzzDecodeShared(f *testing.F) {
 	res := &result{sets: []resultSet{{names: []string{"id", "label"}, cols: make([]column, 2),
 		vals: []driver.Value{int64(1), "a", nil, []byte("b")}, n: 2}}}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: time.Millisecond}
-	good, err := encodeShared(e)
+	body, err := encodeShared(e)
 	if err != nil {
 		f.Fatal(err)
 	}
+	// The MAC is not checked, so that the fuzzer reaches the decoder.
+	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret)), NoVerify: true}
+	good := ring.SealValue(body, "ns:", "k", 1)
 	f.Add(good)
 	f.Add([]byte{})
-	f.Add([]byte{sharedFormat})
+	f.Add(good[:seal.Prefix+1])
 	f.Add(good[:len(good)/2])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeShared(b)
+		e, err := openShared(ring, "ns:", "k", SharedValue{Data: b, Version: 1})
 		if err != nil {
 			return
 		}
@@ -866,11 +892,13 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		{names: []string{"b"}, cols: []column{{scanType: reflect.TypeFor[[]byte]()}}, vals: []driver.Value{[]byte{}}, n: 1},
 	}}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: 3 * time.Millisecond}
-	b, err := encodeShared(e)
+	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret))}
+	body, err := encodeShared(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeShared(b)
+	b := ring.SealValue(body, "ns:", "k", 9)
+	got, err := openShared(ring, "ns:", "k", SharedValue{Data: bytes.Clone(b), Version: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -898,12 +926,22 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 			}
 		}
 	}
-	// A byte changed anywhere is a miss.
+	// A byte changed anywhere (the deadlines included), or another key or
+	// version, is a miss.
 	for i := range b {
 		b2 := bytes.Clone(b)
 		b2[i] ^= 0x55
-		if _, err := decodeShared(b2); err == nil {
-			t.Fatalf("value with byte %d altered decoded", i)
+		if _, err := openShared(ring, "ns:", "k", SharedValue{Data: b2, Version: 9}); !errors.Is(err, seal.ErrForged) &&
+			!errors.Is(err, seal.ErrFormat) {
+			t.Fatalf("value with byte %d altered: %v", i, err)
+		}
+	}
+	for _, c := range []struct {
+		key string
+		v   uint64
+	}{{"k2", 9}, {"k", 10}} {
+		if _, err := openShared(ring, "ns:", c.key, SharedValue{Data: bytes.Clone(b), Version: c.v}); !errors.Is(err, seal.ErrForged) {
+			t.Fatalf("read as %s v%d: %v", c.key, c.v, err)
 		}
 	}
 	// A scan type this process does not know makes the value a miss.
@@ -914,7 +952,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	scanTypes.Delete(typeName(reflect.TypeFor[private]()))
-	if _, err := decodeShared(b); !errors.Is(err, errUnknownScanType) {
+	if _, err := decodeShared(b[seal.Prefix:]); !errors.Is(err, errUnknownScanType) {
 		t.Fatalf("unknown scan type: %v", err)
 	}
 }
@@ -953,8 +991,8 @@ func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
 		}
 		return e.s
 	}
-	a := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:")
-	b := openShield("db=2 sqlflight.shared=memtest://x")
+	a := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a: sqlflight.shared_secret=" + testSecretDSN)
+	b := openShield("db=2 sqlflight.shared=memtest://x sqlflight.shared_secret=" + testSecretDSN)
 	if len(opened) != 1 || a.tierImpl != b.tierImpl {
 		t.Fatalf("%d tiers opened for one target", len(opened))
 	}
@@ -968,7 +1006,7 @@ func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
 		t.Fatalf("closed %d times, want once after the last Shield", opened[0].closed.Load())
 	}
 	// A DSN opened again gets a new one.
-	c := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a:")
+	c := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a: sqlflight.shared_secret=" + testSecretDSN)
 	t.Cleanup(func() { _ = c.Close() })
 	if c.tierImpl == a.tierImpl || len(opened) != 2 {
 		t.Fatal("a closed tier was reused")

@@ -8,12 +8,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"hash/crc32"
 	"math/rand/v2"
 	"reflect"
 	"sync"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -81,16 +81,33 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 		ts.stats.decodeErrors.Add(1)
 		return nil, nil
 	}
+	// What the tier says of the writes raises what this instance knows;
+	// what it no longer says (an epoch deleted or lowered) changes nothing.
+	ts.floor.learn(tables, v.Epochs, v.Seq)
 	for _, ep := range v.Epochs {
 		if ep >= v.Version {
 			return nil, nil // computed before a write the fleet was told of
 		}
 	}
-	e, err := decodeShared(v.Data)
+	if !ts.floor.admits(v.Version, tables) {
+		return nil, nil // computed before a write this instance knows of
+	}
+	if v.Seq > 0 && v.Version > v.Seq {
+		// A version no Acquire handed out (one that would outlive every
+		// write): not the fleet's.
+		ts.stats.decodeErrors.Add(1)
+		ts.stats.forged.Add(1)
+		return nil, nil
+	}
+	e, err := openShared(ts.ring, ts.ns, rd.l2, v)
 	if err != nil {
 		ts.stats.decodeErrors.Add(1)
-		s.warnEvery("l2-decode", rd.r.Normalized, "sqlflight: unreadable result in the shared tier; treated as a miss",
-			errAttr(err), "fingerprint", fingerprint(rd.r.Normalized))
+		msg := "sqlflight: unreadable result in the shared tier; treated as a miss"
+		if errors.Is(err, seal.ErrForged) {
+			ts.stats.forged.Add(1)
+			msg = "sqlflight: a result in the shared tier failed authentication (another secret, or written by someone else); treated as a miss"
+		}
+		s.warnEvery("l2-decode", rd.r.Normalized, msg, errAttr(err), "fingerprint", fingerprint(rd.r.Normalized))
 		return nil, nil
 	}
 	// The value's deadlines are the filler's; this reader judges it by its
@@ -268,6 +285,7 @@ func (s *Shield) storeShared(rd *read, e *entry) {
 	if e != nil && rd.version > 0 {
 		ttl := e.last.Sub(s.opts.Clock.Now())
 		if data, err := encodeShared(e); err == nil && ttl > 0 {
+			data = ts.ring.SealValue(data, ts.ns, rd.l2, rd.version)
 			var wrote bool
 			if ts.call(context.Background(), func(ctx context.Context) error {
 				var err error
@@ -293,38 +311,49 @@ func (rd *read) originTimeout(s *Shield) time.Duration {
 	return s.opts.OriginTimeout
 }
 
-// L2 values: a header of their own, then the wire encoding of the result.
+// L2 values: sealed (internal/seal: a MAC, or AES-GCM, under a key derived
+// from the fleet secret, bound to the namespace, the key and the version),
+// around a body of a header of their own and the wire encoding of the
+// result.
 //
-//	value  = header | crc | wire
-//	header = format (1 byte, = 1) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta)
-//	crc    = CRC-32C of header, 4 bytes little endian (wire checksums itself)
+//	body   = header | wire
+//	header = format (1 byte, = 2) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta)
 //
 // soft, hard and last are durations after filled, in ns; hard ≥ soft and
-// last ≥ hard.
-const sharedFormat = 1
+// last ≥ hard. (Format 1, with a CRC where the MAC now is, is no longer
+// read: such values are misses.)
+const sharedFormat = 2
 
-var crc32c = crc32.MakeTable(crc32.Castagnoli)
-
+// encodeShared returns the body of e's L2 value, with seal.Prefix bytes of
+// room in front for SealValue.
 func encodeShared(e *entry) ([]byte, error) {
 	w := toWire(e.res)
-	b := make([]byte, 0, 48+e.res.bytes)
+	b := make([]byte, seal.Prefix, seal.Prefix+48+e.res.bytes)
 	b = append(b, sharedFormat)
 	b = binary.AppendVarint(b, e.filled.UnixNano())
 	b = binary.AppendUvarint(b, uint64(e.soft.Sub(e.filled)))
 	b = binary.AppendUvarint(b, uint64(e.hard.Sub(e.filled)))
 	b = binary.AppendUvarint(b, uint64(e.last.Sub(e.filled)))
 	b = binary.AppendUvarint(b, uint64(e.delta))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32c))
 	return wire.Encode(b, w)
 }
 
 var errSharedFormat = errors.New("sqlflight: unknown shared value")
 
+// openShared checks the value v read under key and decodes it.
+func openShared(ring *seal.Ring, ns, key string, v SharedValue) (*entry, error) {
+	body, err := ring.OpenValue(v.Data, ns, key, v.Version)
+	if err != nil {
+		return nil, err
+	}
+	return decodeShared(body)
+}
+
+// decodeShared decodes the body of an L2 value (after its seal is checked).
 func decodeShared(b []byte) (*entry, error) {
 	if len(b) == 0 || b[0] != sharedFormat {
 		return nil, errSharedFormat
 	}
-	header := b
 	b = b[1:]
 	filled, n := binary.Varint(b)
 	if n <= 0 {
@@ -339,13 +368,9 @@ func decodeShared(b []byte) (*entry, error) {
 		}
 		d[i], b = v, b[n:]
 	}
-	if d[0] > d[1] || d[1] > d[2] || len(b) < 4 {
+	if d[0] > d[1] || d[1] > d[2] {
 		return nil, wire.ErrCorrupt
 	}
-	if crc32.Checksum(header[:len(header)-len(b)], crc32c) != binary.LittleEndian.Uint32(b) {
-		return nil, wire.ErrCorrupt
-	}
-	b = b[4:]
 	w, err := wire.Decode(b)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/seal"
 )
 
 // tierState is a Shield's side of its shared tier: the namespace, the
@@ -53,13 +55,22 @@ type tierState struct {
 
 	stop func()
 
+	// ring authenticates what the tier holds; trustMessages (the insecure
+	// mode) acts on invalidations without checking their tags.
+	ring          *seal.Ring
+	trustMessages bool
+	// floor is the least version a value of a table must exceed: the fleet
+	// epochs of the writes this instance saw (its own, authenticated
+	// messages, epochs it read), which Redis cannot take back.
+	floor fleetFloor
+
 	stats tierCounters
 }
 
 type tierCounters struct {
 	hits, misses, writes, superseded, leases, leaseWaits, leaseExpired atomic.Uint64
 	errors, decodeErrors, published, received, resyncs, transitions    atomic.Uint64
-	skippedPending                                                     atomic.Uint64
+	skippedPending, forged, rejected                                   atomic.Uint64
 }
 
 const (
@@ -67,16 +78,52 @@ const (
 	tierBackoffMin = 200 * time.Millisecond
 	tierBackoffMax = 2 * time.Second
 	maxPending     = 1024 // tables remembered for publishing; beyond, "all"
+	// An invalidation names at most maxMessageTables tables, each at most
+	// maxTableName bytes long: a write to more, or to a longer name, is
+	// published (and, received, applied) as a write to every table.
+	maxMessageTables = 256
+	maxTableName     = 255
+	// maxFloorTables bounds the tables whose fleet epochs an instance
+	// remembers; past it, one floor for every table.
+	maxFloorTables = 4096
 	// flushRetryInterval is how often invalidations that could not be
 	// published are tried again.
 	flushRetryInterval = 500 * time.Millisecond
 )
 
-func newTierState(t SharedTier, o *Options, logWarn func(string, ...any)) *tierState {
+// tierRing returns the keys of o's secrets, or an error wrapping
+// ErrNoSharedSecret (it never holds a secret). Without a secret and with
+// InsecureTrustSharedTier, values are sealed under a key everybody knows
+// (it detects corruption, not forgery) and messages are not checked.
+func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
+	switch {
+	case o.SharedSecret == "" && o.InsecureTrustSharedTier:
+		if o.SharedEncrypt {
+			return nil, false, fmt.Errorf("%w: SharedEncrypt needs one", ErrNoSharedSecret)
+		}
+		return &seal.Ring{Current: insecureKeys}, true, nil
+	case o.SharedSecret == "":
+		return nil, false, fmt.Errorf("%w; set InsecureTrustSharedTier (sqlflight.insecure_trust_shared_tier=true) only if nobody else can write to the tier", ErrNoSharedSecret)
+	case len(o.SharedSecret) < MinSharedSecret:
+		return nil, false, fmt.Errorf("%w: SharedSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
+	case o.SharedPreviousSecret != "" && len(o.SharedPreviousSecret) < MinSharedSecret:
+		return nil, false, fmt.Errorf("%w: SharedPreviousSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
+	}
+	ring = &seal.Ring{Current: seal.Derive([]byte(o.SharedSecret)), Encrypt: o.SharedEncrypt}
+	if o.SharedPreviousSecret != "" && o.SharedPreviousSecret != o.SharedSecret {
+		ring.Previous = seal.Derive([]byte(o.SharedPreviousSecret))
+	}
+	return ring, false, nil
+}
+
+// insecureKeys seal the values of a tier trusted without a secret.
+var insecureKeys = seal.Derive([]byte("sqlflight: no secret, the tier is trusted"))
+
+func newTierState(t SharedTier, o *Options, ring *seal.Ring, logWarn func(string, ...any)) *tierState {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	ts := &tierState{t: t, ns: o.KeyPrefix, timeout: o.RedisTimeout, leaseTTL: o.LeaseTTL,
-		source: hex.EncodeToString(id[:]), clock: o.Clock, log: logWarn,
+		source: hex.EncodeToString(id[:]), clock: o.Clock, log: logWarn, ring: ring,
 		inflight: map[string]int{}, pending: map[string]uint64{}}
 	if ts.ns == "" {
 		ts.ns = DefaultKeyPrefix
@@ -285,10 +332,8 @@ func (ts *tierState) begin(tables []string) {
 // publish tells the fleet about a write marked by begin, or remembers it
 // for when the tier is back, then ends the mark.
 func (ts *tierState) publish(tables []string) {
-	inv := Invalidation{Tables: tables, All: tables == nil, Source: ts.source}
 	err := ts.call(context.Background(), func(ctx context.Context) error {
-		_, err := ts.t.Publish(ctx, ts.ns, inv)
-		return err
+		return ts.send(ctx, tables)
 	})
 	if err != nil {
 		defer ts.retryLater() // runs after the deferred Unlock below
@@ -326,15 +371,11 @@ func (ts *tierState) flushCtx(ctx context.Context) error {
 	if len(sent) == 0 {
 		return nil
 	}
-	inv := Invalidation{Source: ts.source}
-	if _, all := sent["*"]; all {
-		inv.All = true
-	} else {
-		for t := range sent {
-			inv.Tables = append(inv.Tables, t)
-		}
+	var tables []string // nil: every table
+	if _, all := sent["*"]; !all {
+		tables = slices.Sorted(maps.Keys(sent))
 	}
-	if _, err := ts.t.Publish(ctx, ts.ns, inv); err != nil {
+	if err := ts.send(ctx, tables); err != nil {
 		return err
 	}
 	ts.stats.published.Add(1)
@@ -346,6 +387,127 @@ func (ts *tierState) flushCtx(ctx context.Context) error {
 	}
 	ts.mu.Unlock()
 	return nil
+}
+
+// send publishes a write to tables (nil: every table; too many, or a name
+// too long, count as every table): it takes the write's fleet sequence
+// number first, so that the message's MAC covers it, then records and
+// publishes it. The write's number becomes this instance's floor of its
+// tables.
+func (ts *tierState) send(ctx context.Context, tables []string) error {
+	if !boundedTables(tables) {
+		tables = nil
+	}
+	seq, err := ts.t.NextSeq(ctx, ts.ns)
+	if err != nil {
+		return err
+	}
+	inv := Invalidation{Tables: tables, All: tables == nil, Seq: seq, Source: ts.source}
+	inv.Tag = ts.ring.MessageTag(ts.ns, seq, inv.All, inv.Source, inv.Tables)
+	// Raised first: from now on, no value older than the write is taken,
+	// whatever Redis says of its epochs.
+	ts.floor.raise(tables, inv.All, seq)
+	return ts.t.Publish(ctx, ts.ns, inv)
+}
+
+// boundedTables reports whether an invalidation may name tables one by one.
+func boundedTables(tables []string) bool {
+	if len(tables) > maxMessageTables {
+		return false
+	}
+	for _, t := range tables {
+		if len(t) > maxTableName {
+			return false
+		}
+	}
+	return true
+}
+
+// fleetFloor keeps, per table, the highest fleet epoch this instance knows
+// of, in bounded memory: past maxFloorTables tables it keeps one floor for
+// every table (the highest it knew), which refuses more values than
+// needed, never fewer.
+type fleetFloor struct {
+	mu     sync.RWMutex
+	all    uint64
+	tables map[string]uint64
+}
+
+// raise records a write of fleet sequence seq to tables (every table when
+// all).
+func (f *fleetFloor) raise(tables []string, all bool, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if all {
+		f.all = max(f.all, seq)
+		return
+	}
+	if f.tables == nil {
+		f.tables = make(map[string]uint64)
+	}
+	for _, t := range tables {
+		k := tableKey(t)
+		if f.tables[k] >= seq || f.all >= seq {
+			continue
+		}
+		if _, ok := f.tables[k]; !ok && len(f.tables) >= maxFloorTables {
+			for _, v := range f.tables {
+				f.all = max(f.all, v)
+			}
+			f.all = max(f.all, seq)
+			clear(f.tables)
+			return
+		}
+		f.tables[k] = seq
+	}
+}
+
+// learn raises the floors of tables (epoch keys) to the epochs a Fetch
+// reported for them (epochs[len(tables)]: every table's), when they are
+// within the fleet sequence seq (0: not known).
+func (f *fleetFloor) learn(tables []string, epochs []uint64, seq uint64) {
+	f.mu.RLock()
+	higher := false
+	for i, ep := range epochs {
+		if ep <= f.all || (seq > 0 && ep > seq) {
+			continue
+		}
+		if i < len(tables) && f.tables[tables[i]] >= ep {
+			continue
+		}
+		higher = true
+		break
+	}
+	f.mu.RUnlock()
+	if !higher {
+		return
+	}
+	for i, ep := range epochs {
+		if ep == 0 || (seq > 0 && ep > seq) {
+			continue
+		}
+		if i < len(tables) {
+			f.raise(tables[i:i+1], false, ep)
+		} else {
+			f.raise(nil, true, ep)
+		}
+	}
+}
+
+// admits reports whether a value of version may be newer than every write
+// to tables (epoch keys) this instance knows of.
+func (f *fleetFloor) admits(version uint64, tables []string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if version <= f.all {
+		return false
+	}
+	for _, t := range tables {
+		if version <= f.tables[t] {
+			return false
+		}
+	}
+	return true
 }
 
 // blocked reports whether a write to one of tables (to any table, when not
@@ -386,7 +548,10 @@ func (ts *tierState) state() string {
 	return "up"
 }
 
-// onInvalidation applies a write another instance published.
+// onInvalidation applies a write another instance published. A message
+// that did not parse, or whose MAC fails, is counted and ignored: it is
+// not a write of the fleet, and treating it as one would let anybody who
+// can publish on the channel empty every instance's L1.
 func (s *Shield) onInvalidation(inv Invalidation) {
 	ts := s.tier
 	switch {
@@ -394,18 +559,34 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 		// Writes may have been missed: nothing in L1 can be trusted.
 		ts.stats.resyncs.Add(1)
 		s.epochs.bump(nil, false)
+	case inv.Malformed ||
+		!ts.trustMessages && !ts.ring.CheckMessage(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables):
+		ts.stats.rejected.Add(1)
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
 	default:
 		ts.stats.received.Add(1)
-		s.epochs.bump(inv.Tables, !inv.All)
+		all := inv.All || !boundedTables(inv.Tables)
+		tables := inv.Tables
+		if all {
+			tables = nil
+		}
+		ts.floor.raise(tables, all, inv.Seq)
+		s.epochs.bump(tables, !all)
 	}
 }
 
 // attachTier starts s's use of t: its subscription to other instances'
-// writes.
+// writes. Without a usable secret it sets s.tierErr instead, and every
+// connection of s fails with it.
 func (s *Shield) attachTier(t SharedTier) {
-	s.tier = newTierState(t, &s.opts, func(msg string, args ...any) { s.log.Warn(msg, args...) })
+	ring, trust, err := tierRing(&s.opts)
+	if err != nil {
+		s.tierErr = err
+		return
+	}
+	s.tier = newTierState(t, &s.opts, ring, func(msg string, args ...any) { s.log.Warn(msg, args...) })
+	s.tier.trustMessages = trust
 	stop, err := t.Subscribe(s.tier.ns, s.onInvalidation)
 	if err != nil {
 		// Without hearing other instances' writes, L1 could serve results

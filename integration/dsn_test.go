@@ -97,6 +97,7 @@ func sharedParams(target, prefix string, kv ...string) []string {
 	return append([]string{
 		"sqlflight.shared", target,
 		"sqlflight.key_prefix", prefix,
+		"sqlflight.shared_secret", fleetSecret,
 		"sqlflight.redis_timeout", "200ms",
 		"sqlflight.lease_ttl", "2s",
 	}, kv...)

@@ -258,6 +258,7 @@ $fn$`, f.fn, f.seq),
 	ndsn := withDSNParams(t, dsn,
 		"sqlflight.shared", "redis://"+f.proxy.addr+"/0",
 		"sqlflight.key_prefix", prefix,
+		"sqlflight.shared_secret", fleetSecret,
 		"sqlflight.redis_timeout", redisTimeout.String(),
 		"application_name", "sqlflight_fleet")
 	f.nodes = startFleet(t, n, ndsn)

@@ -34,7 +34,8 @@ func BenchmarkSharedHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	open := func(o sqlflight.Options) (*sql.DB, *sqlflight.Shield) {
-		o.KeyPrefix = prefix
+		o.KeyPrefix = prefix + o.KeyPrefix // one namespace per case: an encrypted case reads encrypted values
+		o.SharedSecret = fleetSecret
 		s := sqlflight.New(o, sqlflight.Shared(redistier.New(rdb)))
 		db := sql.OpenDB(s.SharedConnector(stdlib.GetConnector(*cfg), "bench"))
 		b.Cleanup(func() {
@@ -43,13 +44,21 @@ func BenchmarkSharedHit(b *testing.B) {
 		})
 		return db, s
 	}
-	filler, _ := open(sqlflight.Options{})
-	reader, rs := open(sqlflight.Options{MaxBytes: 1, NegMaxBytes: 1}) // L1 keeps nothing
-
 	var r benchReader
 	read := func(b *testing.B, db *sql.DB, query string, n int) { r.read(b, context.Background(), db, query, n) }
-	for _, n := range []int{1, 25} {
-		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n       int
+		encrypt bool
+	}{{1, false}, {10, false}, {10, true}, {25, false}} {
+		ns := fmt.Sprintf("%d-%v:", c.n, c.encrypt)
+		filler, _ := open(sqlflight.Options{KeyPrefix: ns, SharedEncrypt: c.encrypt})
+		reader, rs := open(sqlflight.Options{KeyPrefix: ns, MaxBytes: 1, NegMaxBytes: 1, SharedEncrypt: c.encrypt}) // L1 keeps nothing
+		n := c.n
+		name := fmt.Sprintf("rows=%d", n)
+		if c.encrypt {
+			name += "/encrypted"
+		}
+		b.Run(name, func(b *testing.B) {
 			query := fmt.Sprintf(`/* sqlflight: ttl=1h */ SELECT id, v, label FROM %s WHERE id <= $1 ORDER BY id`, table)
 			read(b, filler, query, n)
 			deadline := time.Now().Add(10 * time.Second)

@@ -353,7 +353,7 @@ func (m *memTier) Release(_ context.Context, ns, key string, l sqlflight.Lease) 
 	return nil
 }
 
-func (m *memTier) Publish(context.Context, string, sqlflight.Invalidation) (uint64, error) {
+func (m *memTier) NextSeq(context.Context, string) (uint64, error) {
 	if m.failing.Load() {
 		return 0, errTierFailing
 	}
@@ -363,6 +363,13 @@ func (m *memTier) Publish(context.Context, string, sqlflight.Invalidation) (uint
 	return m.seq, nil
 }
 
+func (m *memTier) Publish(context.Context, string, sqlflight.Invalidation) error {
+	if m.failing.Load() {
+		return errTierFailing
+	}
+	return nil
+}
+
 func (m *memTier) Subscribe(string, func(sqlflight.Invalidation)) (func(), error) {
 	return func() {}, nil
 }
@@ -370,7 +377,8 @@ func (m *memTier) Subscribe(string, func(sqlflight.Invalidation)) (func(), error
 // newTierShield returns a Shield on a memTier.
 func newTierShield(t *testing.T) (*sqlflight.Shield, *memTier) {
 	tier := newMemTier()
-	s := sqlflight.New(sqlflight.Options{Logger: slog.New(slog.DiscardHandler)}, sqlflight.Shared(tier))
+	s := sqlflight.New(sqlflight.Options{Logger: slog.New(slog.DiscardHandler),
+		SharedSecret: "a test fleet secret, 32 bytes.."}, sqlflight.Shared(tier))
 	t.Cleanup(func() { s.Close() })
 	return s, tier
 }

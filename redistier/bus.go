@@ -2,6 +2,7 @@ package redistier
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -213,9 +214,10 @@ func (s *subscription) run() {
 			}
 			inv, err := decodeInvalidation(m.Payload)
 			if err != nil {
-				// A message from a newer or broken publisher: it stood for
-				// some write, so drop everything rather than miss it.
-				s.fn(sqlflight.Invalidation{Resync: true})
+				// Nobody's write that can be told: the Shield counts it and
+				// goes on (dropping L1 for it would let anybody who can
+				// publish empty every instance's cache).
+				s.fn(sqlflight.Invalidation{Malformed: true})
 				continue
 			}
 			s.fn(inv)
@@ -228,24 +230,33 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// The message of an invalidation is its sequence number (added by the
-// publishing script), a newline, then the lines
+// The message of an invalidation is the lines
 //
-//	sqlflight/1 all|tables
+//	sqlflight/2 seq all|tables tag
 //	"source"
 //	"table"...
 //
-// with every string in Go's quoted form, so that any bytes round-trip.
-const messageVersion = "sqlflight/1"
+// with seq in decimal, the tag in hex, and every string in Go's quoted
+// form, so that any bytes round-trip. A message longer than
+// maxMessageBytes, or naming more than maxMessageTables tables, is not read.
+const (
+	messageVersion   = "sqlflight/2"
+	maxMessageBytes  = 64 << 10
+	maxMessageTables = 1024
+)
 
 func encodeInvalidation(inv sqlflight.Invalidation) string {
 	var b strings.Builder
 	b.WriteString(messageVersion)
+	b.WriteByte(' ')
+	b.WriteString(strconv.FormatUint(inv.Seq, 10))
 	if inv.All {
-		b.WriteString(" all\n")
+		b.WriteString(" all ")
 	} else {
-		b.WriteString(" tables\n")
+		b.WriteString(" tables ")
 	}
+	b.WriteString(hex.EncodeToString(inv.Tag))
+	b.WriteByte('\n')
 	b.WriteString(strconv.Quote(inv.Source))
 	for _, t := range inv.Tables {
 		b.WriteByte('\n')
@@ -254,31 +265,52 @@ func encodeInvalidation(inv sqlflight.Invalidation) string {
 	return b.String()
 }
 
+var errMalformed = errors.New("redistier: malformed invalidation")
+
+// decodeInvalidation reads a message. Its memory is bounded by the
+// message's length (at most maxMessageBytes), and its errors never quote it.
 func decodeInvalidation(msg string) (sqlflight.Invalidation, error) {
 	var inv sqlflight.Invalidation
-	lines := strings.Split(msg, "\n")
-	if len(lines) < 3 {
-		return inv, fmt.Errorf("redistier: malformed invalidation %q", msg)
+	if len(msg) > maxMessageBytes {
+		return inv, fmt.Errorf("%w: %d bytes", errMalformed, len(msg))
 	}
-	seq, err := strconv.ParseUint(lines[0], 10, 64)
-	if err != nil {
-		return inv, fmt.Errorf("redistier: malformed invalidation sequence %q", lines[0])
+	head, rest, ok := strings.Cut(msg, "\n")
+	if !ok {
+		return inv, fmt.Errorf("%w: no source", errMalformed)
+	}
+	f := strings.Split(head, " ")
+	if len(f) != 4 || f[0] != messageVersion {
+		return inv, fmt.Errorf("%w: unknown header", errMalformed)
+	}
+	seq, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || seq == 0 {
+		return inv, fmt.Errorf("%w: sequence", errMalformed)
 	}
 	inv.Seq = seq
-	switch lines[1] {
-	case messageVersion + " all":
+	switch f[2] {
+	case "all":
 		inv.All = true
-	case messageVersion + " tables":
+	case "tables":
 	default:
-		return inv, fmt.Errorf("redistier: unknown invalidation header %q", lines[1])
+		return inv, fmt.Errorf("%w: kind", errMalformed)
 	}
-	if inv.Source, err = strconv.Unquote(lines[2]); err != nil {
-		return inv, fmt.Errorf("redistier: malformed invalidation source %q", lines[2])
+	if inv.Tag, err = hex.DecodeString(f[3]); err != nil || len(inv.Tag) == 0 {
+		return inv, fmt.Errorf("%w: tag", errMalformed)
 	}
-	for _, l := range lines[3:] {
+	if strings.Count(rest, "\n") > maxMessageTables {
+		return inv, fmt.Errorf("%w: more than %d tables", errMalformed, maxMessageTables)
+	}
+	lines := strings.Split(rest, "\n")
+	if inv.Source, err = strconv.Unquote(lines[0]); err != nil {
+		return inv, fmt.Errorf("%w: source", errMalformed)
+	}
+	if len(lines) > 1 {
+		inv.Tables = make([]string, 0, len(lines)-1)
+	}
+	for _, l := range lines[1:] {
 		t, err := strconv.Unquote(l)
 		if err != nil {
-			return inv, fmt.Errorf("redistier: malformed invalidation table %q", l)
+			return inv, fmt.Errorf("%w: table", errMalformed)
 		}
 		inv.Tables = append(inv.Tables, t)
 	}

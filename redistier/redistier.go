@@ -13,6 +13,7 @@
 // Under a namespace ns (the Shield's KeyPrefix) the tier keeps:
 //
 //	ns+"v:"+key      a hash: field v, the version (decimal); field d, the data
+//	                 (sealed by the Shield: the tier stores and returns it as is)
 //	ns+"lease:"+key  a string: the token of the instance holding the lease
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
 //	                 field "*" for the last write to all tables; field "\x00seq",
@@ -27,7 +28,16 @@
 // before the epochs were lost can be served. (A volatile-* policy or
 // noeviction keeps the key and the values written under it.)
 //
-// Leases, Store and Publish are Lua scripts touching several of these keys at
+// The Shield trusts nothing it reads here (see sqlflight.Options.SharedSecret);
+// the tier helps it against whoever else can write to Redis: Fetch returns
+// no value whose version is above the fleet sequence, Store overwrites one,
+// an epoch is never lowered by Publish, and a lease key without an expiry
+// (no instance writes one) is taken as absent by Acquire. Give the
+// application a Redis user of its own, limited to its namespace:
+//
+//	ACL SETUSER app on >password ~ns* &ns* +@all -@dangerous
+//
+// Leases, Store, NextSeq and Publish are Lua scripts touching several of these keys at
 // once. On Redis Cluster, put a hash tag in the namespace (for instance
 // "{sqlflight}:") so that they all hash to one slot.
 package redistier
@@ -151,9 +161,9 @@ func channel(ns string) string       { return ns + "invalidate" }
 // Fetch implements sqlflight.SharedStore: one pipelined round trip reads the
 // value and the epochs of tables.
 func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlflight.SharedValue, error) {
-	fields := make([]string, 0, len(tables)+2)
+	fields := make([]string, 0, len(tables)+3)
 	fields = append(fields, tables...)
-	fields = append(fields, allTables, baseField)
+	fields = append(fields, allTables, baseField, seqField)
 
 	pipe := t.client.Pipeline()
 	val := pipe.HMGet(ctx, valueKey(ns, key), "v", "d")
@@ -176,11 +186,12 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 		}
 		got[i] = n
 	}
-	sv.Epochs = got[:len(fields)-1]
-	base := got[len(fields)-1]
-	if base == 0 {
+	sv.Epochs = got[:len(fields)-2]
+	base, seq := got[len(fields)-2], got[len(fields)-1]
+	if base == 0 || seq == 0 {
 		return sv, nil // no sequence: no value can be told apart from a stale one
 	}
+	sv.Seq = seq
 
 	vd := val.Val()
 	if len(vd) != 2 {
@@ -192,8 +203,10 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 		return sv, nil
 	}
 	version, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || version <= base {
-		return sv, nil // not a value this tier wrote, or written before the sequence began: a miss
+	if err != nil || version <= base || version > seq {
+		// Not a value this tier wrote, written before the sequence began,
+		// or of a version no Acquire handed out: a miss.
+		return sv, nil
 	}
 	sv.Version = version
 	sv.Data = make([]byte, len(d)) // non-nil even when empty
@@ -201,15 +214,29 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 	return sv, nil
 }
 
+// atLeast is the Lua function that reports whether the decimal number a
+// (any string: nil or not a number is false) is at least the decimal number
+// b, comparing strings (length, then bytes), so that no precision is lost to
+// Lua's doubles.
+const atLeast = `
+local function atleast(a, b)
+	if not a or not string.match(a, '^[0-9]+$') then
+		return false
+	end
+	a = string.gsub(a, '^0+(%d)', '%1')
+	return #a > #b or (#a == #b and a >= b)
+end
+`
+
 // storeScript writes a value unless the one stored has a version at least as
-// new. Versions are compared as decimal strings (length, then bytes), so that
-// no precision is lost to Lua's doubles.
-var storeScript = redis.NewScript(`
+// new and not above the fleet sequence (a version above it was handed out by
+// no Acquire: somebody else wrote it, and it must not pin the key).
+var storeScript = redis.NewScript(atLeast + `
 local cur = redis.call('HGET', KEYS[1], 'v')
 local new = ARGV[1]
-if cur and string.match(cur, '^[0-9]+$') then
-	cur = string.gsub(cur, '^0+(%d)', '%1')
-	if #cur > #new or (#cur == #new and cur >= new) then
+if atleast(cur, new) then
+	local seq = redis.call('HGET', KEYS[2], '\0seq')
+	if not seq or atleast(seq, cur) then
 		return 0
 	end
 end
@@ -220,7 +247,7 @@ return 1
 
 // Store implements sqlflight.SharedStore.
 func (t *Tier) Store(ctx context.Context, ns, key string, data []byte, version uint64, ttl time.Duration) (bool, error) {
-	n, err := storeScript.Run(ctx, t.client, []string{valueKey(ns, key)},
+	n, err := storeScript.Run(ctx, t.client, []string{valueKey(ns, key), epochsKey(ns)},
 		strconv.FormatUint(version, 10), data, millis(ttl)).Int()
 	if err != nil {
 		return false, err
@@ -230,8 +257,17 @@ func (t *Tier) Store(ctx context.Context, ns, key string, data []byte, version u
 
 // acquireScript takes the next sequence number and tries to take the lease.
 // It returns the sequence number as Redis prints it, so that it stays exact.
+// A lease without a TTL (no instance writes one: somebody else did) is taken
+// as absent, and one longer than this lease's TTL is cut down to it, so
+// that no lease blocks a key for longer than an instance would hold it.
 var acquireScript = redis.NewScript(nextSeq + `
 local seq = nextseq(KEYS[1])
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl == -1 then
+	redis.call('DEL', KEYS[2])
+elseif ttl > tonumber(ARGV[2]) then
+	redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
 local ok = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
 if ok then
 	return {seq, 1}
@@ -275,44 +311,58 @@ func (t *Tier) Release(ctx context.Context, ns, key string, lease sqlflight.Leas
 	return releaseScript.Run(ctx, t.client, []string{leaseKey(ns, key)}, lease.Token).Err()
 }
 
-// publishScript takes the next sequence number, records it as the epoch of
-// the tables written (ARGV[4:]; of all tables when ARGV[3] is "1") and
-// publishes it, followed by a newline and the encoded invalidation ARGV[2],
-// on channel ARGV[1].
-var publishScript = redis.NewScript(nextSeq + `
-local seq = nextseq(KEYS[1])
-if ARGV[3] == '1' then
-	redis.call('HSET', KEYS[1], '*', seq)
-end
-for i = 4, #ARGV do
-	redis.call('HSET', KEYS[1], ARGV[i], seq)
-end
-redis.call('PUBLISH', ARGV[1], seq .. '\n' .. ARGV[2])
-return seq
+var nextSeqScript = redis.NewScript(nextSeq + `
+return nextseq(KEYS[1])
 `)
 
-// Publish implements sqlflight.InvalidationBus. A table named "*" shares its
-// epoch with writes to all tables: reads of it are invalidated more often,
-// never less.
-func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidation) (uint64, error) {
-	all := "0"
-	if inv.All {
-		all = "1"
-	}
-	args := make([]any, 0, 3+len(inv.Tables))
-	args = append(args, channel(ns), encodeInvalidation(inv), all)
-	for _, tbl := range inv.Tables {
-		args = append(args, tbl)
-	}
-	res, err := publishScript.Run(ctx, t.client, []string{epochsKey(ns)}, args...).Result()
+// NextSeq implements sqlflight.InvalidationBus.
+func (t *Tier) NextSeq(ctx context.Context, ns string) (uint64, error) {
+	res, err := nextSeqScript.Run(ctx, t.client, []string{epochsKey(ns)}).Result()
 	if err != nil {
 		return 0, err
 	}
 	seq, err := parseSeq(res)
 	if err != nil {
-		return 0, fmt.Errorf("redistier: publish: %w", err)
+		return 0, fmt.Errorf("redistier: next sequence: %w", err)
 	}
 	return seq, nil
+}
+
+// publishScript records ARGV[2] as the epoch of the tables written (ARGV[4:];
+// of all tables when ARGV[3] is "1"), where it is higher than the epoch
+// recorded (two writers may publish out of the order of their numbers), and
+// publishes the message ARGV[5] on channel ARGV[1].
+var publishScript = redis.NewScript(atLeast + `
+local seq = ARGV[2]
+local function raise(f)
+	if not atleast(redis.call('HGET', KEYS[1], f), seq) then
+		redis.call('HSET', KEYS[1], f, seq)
+	end
+end
+if ARGV[3] == '1' then
+	raise('*')
+end
+for i = 5, #ARGV do
+	raise(ARGV[i])
+end
+redis.call('PUBLISH', ARGV[1], ARGV[4])
+return 1
+`)
+
+// Publish implements sqlflight.InvalidationBus. A table named "*" shares its
+// epoch with writes to all tables: reads of it are invalidated more often,
+// never less.
+func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidation) error {
+	all := "0"
+	if inv.All {
+		all = "1"
+	}
+	args := make([]any, 0, 4+len(inv.Tables))
+	args = append(args, channel(ns), strconv.FormatUint(inv.Seq, 10), all, encodeInvalidation(inv))
+	for _, tbl := range inv.Tables {
+		args = append(args, tbl)
+	}
+	return publishScript.Run(ctx, t.client, []string{epochsKey(ns)}, args...).Err()
 }
 
 // Subscribe implements sqlflight.InvalidationBus. It returns once the

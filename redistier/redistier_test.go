@@ -1,6 +1,7 @@
 package redistier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,17 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 	}
 }
 
+// publish publishes inv as a Shield does: a sequence number first, then the
+// message (with a made-up tag: the tier carries it, the Shield checks it).
+func publish(ctx context.Context, tier *Tier, ns string, inv sqlflight.Invalidation) (uint64, error) {
+	seq, err := tier.NextSeq(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	inv.Seq, inv.Tag = seq, []byte{0xde, 0xad}
+	return seq, tier.Publish(ctx, ns, inv)
+}
+
 func TestFetch(t *testing.T) {
 	tier, c, ns := setup(t)
 	ctx := ctxT(t)
@@ -143,11 +155,11 @@ func TestFetch(t *testing.T) {
 	if ok, err := tier.Store(ctx, ns, "k", []byte("result"), v, time.Minute); err != nil || !ok {
 		t.Fatalf("Store = %v, %v", ok, err)
 	}
-	seqB, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"b"}})
+	seqB, err := publish(ctx, tier, ns, sqlflight.Invalidation{Tables: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seqAll, err := tier.Publish(ctx, ns, sqlflight.Invalidation{All: true})
+	seqAll, err := publish(ctx, tier, ns, sqlflight.Invalidation{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +271,87 @@ func TestStoreVersions(t *testing.T) {
 	}
 }
 
+// TestForgedVersionDoesNotPinAKey: a version above the fleet sequence (no
+// Acquire handed it out) is written by someone else; the next Store
+// overwrites it, and Fetch never returns it.
+func TestForgedVersionDoesNotPinAKey(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	v := version(t, tier, ns)
+	if ok, err := tier.Store(ctx, ns, "k", []byte("old"), v, time.Minute); err != nil || !ok {
+		t.Fatalf("Store = %v, %v", ok, err)
+	}
+	if err := c.HSet(ctx, ns+"v:k", "v", "18446744073709551615").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", nil); err != nil || sv.Data != nil {
+		t.Fatalf("a version above the sequence was fetched: %+v, %v", sv, err)
+	}
+	v2 := version(t, tier, ns)
+	if ok, err := tier.Store(ctx, ns, "k", []byte("new"), v2, time.Minute); err != nil || !ok {
+		t.Fatalf("Store over a forged version = %v, %v; want written", ok, err)
+	}
+	if sv, err := tier.Fetch(ctx, ns, "k", nil); err != nil || string(sv.Data) != "new" || sv.Version != v2 || sv.Seq < v2 {
+		t.Fatalf("after the store: %+v, %v", sv, err)
+	}
+	// A version within the sequence still wins over an older one.
+	if ok, _ := tier.Store(ctx, ns, "k", []byte("older"), v, time.Minute); ok {
+		t.Fatal("an older version overwrote a newer one")
+	}
+}
+
+// TestPublishNeverLowersAnEpoch: writers take their numbers first and
+// publish after, so they may publish out of order; an epoch keeps the
+// highest number published for it.
+func TestPublishNeverLowersAnEpoch(t *testing.T) {
+	tier, _, ns := setup(t)
+	ctx := ctxT(t)
+	first, err := tier.NextSeq(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := tier.NextSeq(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{second, first} {
+		if err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}, All: true, Seq: seq, Tag: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sv, err := tier.Fetch(ctx, ns, "k", []string{"t"})
+	if err != nil || !slices.Equal(sv.Epochs, []uint64{second, second}) {
+		t.Fatalf("epochs %v, %v; want both at %d", sv.Epochs, err, second)
+	}
+}
+
+// TestLeaseWithoutTTLIsTaken: a lease key nobody will ever release (written
+// without an expiry, or with one longer than any lease) does not block the
+// key: Acquire takes the first, and cuts the second down to its own TTL.
+func TestLeaseWithoutTTLIsTaken(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	if err := c.Set(ctx, ns+"lease:k", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tier.Acquire(ctx, ns, "k", time.Second)
+	if err != nil || !l.Held {
+		t.Fatalf("Acquire over a lease without TTL = %+v, %v; want held", l, err)
+	}
+	if pttl, _ := c.PTTL(ctx, ns+"lease:k").Result(); pttl <= 0 || pttl > time.Second {
+		t.Fatalf("lease PTTL = %v", pttl)
+	}
+	if err := c.Set(ctx, ns+"lease:long", "x", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := tier.Acquire(ctx, ns, "long", 50*time.Millisecond); err != nil || l.Held {
+		t.Fatalf("Acquire over a live lease = %+v, %v; want not held", l, err)
+	}
+	if pttl, _ := c.PTTL(ctx, ns+"lease:long").Result(); pttl <= 0 || pttl > 50*time.Millisecond {
+		t.Fatalf("a lease of an hour was left at %v", pttl)
+	}
+}
+
 func TestAcquireRelease(t *testing.T) {
 	tier, c, ns := setup(t)
 	ctx := ctxT(t)
@@ -323,7 +416,7 @@ func TestAcquireRelease(t *testing.T) {
 	}
 
 	// Publish and Acquire share the sequence.
-	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	seq, err := publish(ctx, tier, ns, sqlflight.Invalidation{Tables: []string{"t"}})
 	if err != nil || seq <= next.Version {
 		t.Fatalf("Publish = %d, %v; want above %d", seq, err, next.Version)
 	}
@@ -335,7 +428,7 @@ func TestPublishSubscribe(t *testing.T) {
 	rec := subscribed(t, tier, ns)
 
 	odd := []string{`plain`, `"quoted"`, "new\nline", "tab\there", `back\slash`, "ünïcødé 表", "nul\x00byte", "bad\xffutf8", "", "*"}
-	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: odd, Source: "instance-1"})
+	seq, err := publish(ctx, tier, ns, sqlflight.Invalidation{Tables: odd, Source: "instance-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +446,7 @@ func TestPublishSubscribe(t *testing.T) {
 		}
 	}
 
-	seq, err = tier.Publish(ctx, ns, sqlflight.Invalidation{All: true, Source: "line\nbreak"})
+	seq, err = publish(ctx, tier, ns, sqlflight.Invalidation{All: true, Source: "line\nbreak"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,23 +456,30 @@ func TestPublishSubscribe(t *testing.T) {
 	}
 
 	// Other namespaces are not heard.
-	if _, err := tier.Publish(ctx, ns+"other:", sqlflight.Invalidation{All: true}); err != nil {
+	if _, err := publish(ctx, tier, ns+"other:", sqlflight.Invalidation{All: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tier.client.Del(context.Background(), ns+"other:seq", ns+"other:epochs").Err() })
 	rec.none(t, 100*time.Millisecond)
 }
 
-func TestMalformedMessageResyncs(t *testing.T) {
+// TestMalformedMessageIsReported: a message the tier cannot read reaches
+// the Shield as Malformed (which counts and ignores it), never as a Resync
+// (which would drop every instance's L1).
+func TestMalformedMessageIsReported(t *testing.T) {
 	tier, c, ns := setup(t)
 	ctx := ctxT(t)
 	rec := subscribed(t, tier, ns)
-	for _, msg := range []string{"garbage", "1\nsqlflight/99 all\n\"\"", "x\nsqlflight/1 all\n\"\""} {
+	for _, msg := range []string{"garbage", "1\nsqlflight/99 all\n\"\"", "x\nsqlflight/1 all\n\"\"",
+		"sqlflight/2 0 all 00\n\"\"", "sqlflight/2 5 all zz\n\"\"", "sqlflight/2 5 some 00\n\"\"",
+		"sqlflight/2 5 all 00\nunquoted", "sqlflight/2 5 tables 00\n\"s\"\nunquoted",
+		"sqlflight/2 5 tables 00\n\"s\"" + strings.Repeat("\n\"t\"", maxMessageTables+1),
+		"sqlflight/2 5 tables 00\n\"" + strings.Repeat("x", maxMessageBytes) + "\""} {
 		if err := c.Publish(ctx, ns+"invalidate", msg).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if inv := rec.next(t); !inv.Resync {
-			t.Fatalf("%q: got %+v, want a resync", msg, inv)
+		if inv := rec.next(t); !inv.Malformed || inv.Resync {
+			t.Fatalf("%.40q: got %+v, want Malformed", msg, inv)
 		}
 	}
 }
@@ -389,7 +489,7 @@ func TestResyncAfterConnectionKilled(t *testing.T) {
 	ctx := ctxT(t)
 	rec := subscribed(t, tier, ns)
 
-	seq, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	seq, err := publish(ctx, tier, ns, sqlflight.Invalidation{Tables: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +506,7 @@ func TestResyncAfterConnectionKilled(t *testing.T) {
 	if inv := rec.next(t); !inv.Resync {
 		t.Fatalf("after the kill: got %+v, want a resync first", inv)
 	}
-	seq, err = tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"u"}})
+	seq, err = publish(ctx, tier, ns, sqlflight.Invalidation{Tables: []string{"u"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +543,7 @@ func TestSubscribeWhileRedisDown(t *testing.T) {
 	if inv := rec.next(t); !inv.Resync {
 		t.Fatalf("got %+v, want a resync once the subscription works", inv)
 	}
-	seq, err := New(direct).Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	seq, err := publish(ctxT(t), New(direct), ns, sqlflight.Invalidation{Tables: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +573,7 @@ func TestSilentConnectionReplaced(t *testing.T) {
 	if inv := rec.next(t); !inv.Resync {
 		t.Fatalf("got %+v, want a resync after the connection went silent", inv)
 	}
-	seq, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{All: true})
+	seq, err := publish(ctxT(t), pub, ns, sqlflight.Invalidation{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +596,7 @@ func TestStop(t *testing.T) {
 	}
 	wg.Wait()
 	stop()
-	if _, err := tier.Publish(ctx, ns, sqlflight.Invalidation{All: true}); err != nil {
+	if _, err := publish(ctx, tier, ns, sqlflight.Invalidation{All: true}); err != nil {
 		t.Fatal(err)
 	}
 	rec.none(t, 100*time.Millisecond)
@@ -558,19 +658,22 @@ func TestInvalidationEncoding(t *testing.T) {
 		{All: true},
 		{Tables: []string{"a", "b\nc", "\"", "\xff", ""}, Source: "ü"},
 	} {
-		got, err := decodeInvalidation("42\n" + encodeInvalidation(inv))
+		inv.Seq, inv.Tag = 42, []byte{1, 2, 0xff}
+		got, err := decodeInvalidation(encodeInvalidation(inv))
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv.Seq = 42
-		if got.Seq != inv.Seq || got.All != inv.All || got.Source != inv.Source || !slices.Equal(got.Tables, inv.Tables) {
+		if got.Seq != inv.Seq || got.All != inv.All || got.Source != inv.Source || !slices.Equal(got.Tables, inv.Tables) ||
+			!bytes.Equal(got.Tag, inv.Tag) {
 			t.Errorf("round trip of %+v gave %+v", inv, got)
 		}
 		if strings.Count(encodeInvalidation(inv), "\n") != 1+len(inv.Tables) {
 			t.Errorf("%+v: a string was not kept on its line", inv)
 		}
 	}
-	for _, bad := range []string{"", "1", "1\nsqlflight/1 all", "1\nsqlflight/1 all\nsource", "1\nsqlflight/1 some\n\"\"", "-1\nsqlflight/1 all\n\"\""} {
+	for _, bad := range []string{"", "1", "1\nsqlflight/1 all", "1\nsqlflight/1 all\nsource", "1\nsqlflight/1 some\n\"\"",
+		"-1\nsqlflight/1 all\n\"\"", "sqlflight/2 1 all\n\"\"", "sqlflight/2 1 all 0g\n\"\"", "sqlflight/2 1 all 00 x\n\"\"",
+		"sqlflight/2 -1 all 00\n\"\"", "sqlflight/2 1 all 00"} {
 		if _, err := decodeInvalidation(bad); err == nil {
 			t.Errorf("%q decoded", bad)
 		}
@@ -758,12 +861,12 @@ func TestSlowSubscribeResyncs(t *testing.T) {
 		t.Fatalf("Subscribe took %v", d)
 	}
 	// The Shield is live now; a write elsewhere is published before Redis saw the SUBSCRIBE.
-	lost, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"t"}})
+	lost, err := publish(ctxT(t), pub, ns, sqlflight.Invalidation{Tables: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(700 * time.Millisecond)
-	if _, err := pub.Publish(ctxT(t), ns, sqlflight.Invalidation{Tables: []string{"u"}}); err != nil {
+	if _, err := publish(ctxT(t), pub, ns, sqlflight.Invalidation{Tables: []string{"u"}}); err != nil {
 		t.Fatal(err)
 	}
 	inv := rec.next(t)
@@ -792,7 +895,7 @@ func TestEvictedEpochsServeNothingOlder(t *testing.T) {
 	if _, err := tier.Store(ctx, ns, "k", []byte("old"), v, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tier.Publish(ctx, ns, sqlflight.Invalidation{Tables: []string{"t"}}); err != nil {
+	if _, err := publish(ctx, tier, ns, sqlflight.Invalidation{Tables: []string{"t"}}); err != nil {
 		t.Fatal(err)
 	}
 	// The write made "old" stale for readers of t; then Redis evicts the
@@ -817,4 +920,32 @@ func TestEvictedEpochsServeNothingOlder(t *testing.T) {
 	if sv, err := tier.Fetch(ctx, ns, "k", []string{"t"}); err != nil || string(sv.Data) != "new" {
 		t.Fatalf("%+v, %v", sv, err)
 	}
+}
+
+// FuzzInvalidation feeds the message decoder anything: it never panics,
+// never reads a message over its bounds, and what it reads encodes back to
+// a message that reads the same.
+func FuzzInvalidation(f *testing.F) {
+	f.Add(encodeInvalidation(sqlflight.Invalidation{Seq: 7, Tag: []byte{1}, Source: "s", Tables: []string{"a", "b\nc"}}))
+	f.Add(encodeInvalidation(sqlflight.Invalidation{Seq: 1 << 63, All: true, Tag: make([]byte, 16)}))
+	f.Add("sqlflight/2 5 tables 00\n\"s\"\n\"\\xff\"")
+	f.Add("garbage")
+	f.Fuzz(func(t *testing.T, msg string) {
+		inv, err := decodeInvalidation(msg)
+		if err != nil {
+			return
+		}
+		if len(msg) > maxMessageBytes || len(inv.Tables) > maxMessageTables || inv.Seq == 0 || len(inv.Tag) == 0 {
+			t.Fatalf("%d bytes, %d tables, seq %d, %d-byte tag accepted", len(msg), len(inv.Tables), inv.Seq, len(inv.Tag))
+		}
+		re := encodeInvalidation(inv)
+		if len(re) > maxMessageBytes {
+			return // quoted anew, longer than it came (a raw string with tabs)
+		}
+		again, err := decodeInvalidation(re)
+		if err != nil || again.Seq != inv.Seq || again.All != inv.All || again.Source != inv.Source ||
+			!slices.Equal(again.Tables, inv.Tables) || !bytes.Equal(again.Tag, inv.Tag) {
+			t.Fatalf("%+v re-encoded reads %+v, %v", inv, again, err)
+		}
+	})
 }

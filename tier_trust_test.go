@@ -1,0 +1,322 @@
+package sqlflight
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqlflight/sqlflight/internal/seal"
+)
+
+// TestSharedTierNeedsASecret: a Shield given a tier without a secret
+// refuses every connection with ErrNoSharedSecret (it never runs without
+// its tier, nor with a tier it cannot authenticate); the error never holds
+// a secret. InsecureTrustSharedTier lets it run.
+func TestSharedTierNeedsASecret(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    Options
+		ok   bool
+	}{
+		{"none", Options{}, false},
+		{"short", Options{SharedSecret: "hunter2-short"}, false},
+		{"short previous", Options{SharedSecret: testSecret, SharedPreviousSecret: "hunter2-short"}, false},
+		{"encrypt without secret", Options{InsecureTrustSharedTier: true, SharedEncrypt: true}, false},
+		{"secret", Options{SharedSecret: testSecret}, true},
+		{"secret and previous", Options{SharedSecret: testSecret, SharedPreviousSecret: testSecretDSN, SharedEncrypt: true}, true},
+		{"insecure", Options{InsecureTrustSharedTier: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cnt := newCounting()
+			db, s := openFake(t, cnt.d, c.o, Shared(newMemTier(newFakeClock())))
+			t.Cleanup(func() { _ = s.Close() })
+			err := db.Ping()
+			if c.ok {
+				if err != nil || s.tier == nil {
+					t.Fatalf("Ping = %v, tier attached %v", err, s.tier != nil)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNoSharedSecret) || s.tier != nil {
+				t.Fatalf("Ping = %v, tier attached %v; want ErrNoSharedSecret", err, s.tier != nil)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+			var n int64
+			if err := db.QueryRow(ttlQuery, 1).Scan(&n); !errors.Is(err, ErrNoSharedSecret) || cnt.d.queries.Load() != 0 {
+				t.Fatalf("a query ran without the secret: %v", err)
+			}
+		})
+	}
+	// Through the DSN: the open fails, and the tier opened for it is given back.
+	opened = nil
+	d := New().Wrap(&fakeDriver{})
+	if _, err := d.Open("db=9 sqlflight.shared=memtest://nosecret"); !errors.Is(err, ErrNoSharedSecret) {
+		t.Fatalf("DSN without a secret: %v", err)
+	}
+	if len(opened) != 1 || opened[0].closed.Load() != 1 {
+		t.Fatalf("the DSN's tier was not given back: %d opened", len(opened))
+	}
+	c, err := d.Open("db=9 sqlflight.shared=memtest://secret sqlflight.shared_secret=" + testSecretDSN +
+		" sqlflight.shared_encrypt=true sqlflight.shared_previous_secret=" + testSecretDSN + "-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	e, _ := d.(*wrappedDriver).scopeFor("db=9 sqlflight.shared=memtest://secret sqlflight.shared_secret="+testSecretDSN+
+		" sqlflight.shared_encrypt=true sqlflight.shared_previous_secret="+testSecretDSN+"-old", d)
+	t.Cleanup(func() { _ = e.s.Close() })
+	if ts := e.s.tier; ts == nil || !ts.ring.Encrypt || ts.ring.Previous == nil || ts.trustMessages {
+		t.Fatal("the DSN's secret, previous secret and encryption were not applied")
+	}
+	if _, err := d.Open("db=10 sqlflight.shared=memtest://insecure sqlflight.insecure_trust_shared_tier=true"); err != nil {
+		t.Fatalf("insecure: %v", err)
+	}
+}
+
+// TestValuesOfAnotherSecretAreMisses: an instance whose secret differs
+// (or a writer without the fleet's secret) never has its values served;
+// an instance moving to a new secret still reads values of its previous
+// one, and writes under the new one only.
+func TestValuesOfAnotherSecretAreMisses(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	old := fleetOf(t, 1, tier, Options{SharedSecret: testSecret})
+	other := fleetOf(t, 1, tier, Options{SharedSecret: testSecretDSN})
+	rotating := fleetOf(t, 1, tier, Options{SharedSecret: testSecretDSN + "-new", SharedPreviousSecret: testSecret, SharedEncrypt: true})
+	readShared(t, old[0], ttlQuery, 1)
+	if n := readN(t, rotating[0].db, ttlQuery, 1); n != 1 || rotating[0].c.d.queries.Load() != 0 {
+		t.Fatalf("the previous secret's value was not read: %d queries", rotating[0].c.d.queries.Load())
+	}
+	if n := readN(t, other[0].db, ttlQuery, 1); n != 1 || other[0].c.d.queries.Load() != 1 {
+		t.Fatalf("another secret's value served: %d queries", other[0].c.d.queries.Load())
+	}
+	// (Counted twice: the lease holder looks again before querying.)
+	if st := other[0].s.Stats(); st.SharedForged == 0 || st.SharedDecodeErrors != st.SharedForged || st.SharedHits != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// The rotating instance writes under its new secret (encrypted): the
+	// old instance cannot read that.
+	tier.mu.Lock()
+	clear(tier.vals)
+	tier.mu.Unlock()
+	readShared(t, rotating[0], ttlQuery, 2)
+	tier.mu.Lock()
+	for _, v := range tier.vals {
+		if v.data[0] != 3 {
+			t.Errorf("SharedEncrypt wrote format %d", v.data[0])
+		}
+	}
+	tier.mu.Unlock()
+	if readN(t, old[0].db, ttlQuery, 2); old[0].c.d.queries.Load() != 2 || old[0].s.Stats().SharedForged == 0 {
+		t.Fatalf("a value of the new secret was read under the old one: %+v", old[0].s.Stats())
+	}
+}
+
+// TestForgedMessagesAreIgnored: a message the bus could not read, or whose
+// MAC fails (another secret, a changed field), is counted and changes
+// nothing: no L1 entry is dropped, no epoch moves.
+func TestForgedMessagesAreIgnored(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 1, tier, Options{})
+	s := f[0].s
+	readShared(t, f[0], ttlQuery, 1)
+	ring := s.tier.ring
+	good := Invalidation{Tables: []string{"items"}, Seq: 1 << 40, Source: "other"}
+	good.Tag = ring.MessageTag(s.tier.ns, good.Seq, false, good.Source, good.Tables)
+	otherRing := &seal.Ring{Current: seal.Derive([]byte(testSecretDSN))}
+	forged := []Invalidation{
+		{Malformed: true},
+		{Tables: []string{"items"}, Seq: 5, Source: "other"},
+		{Tables: []string{"items"}, Seq: 5, Source: "other", Tag: otherRing.MessageTag(s.tier.ns, 5, false, "other", []string{"items"})},
+		{Tables: []string{"items"}, Seq: good.Seq + 1, Source: "other", Tag: good.Tag},
+		{Tables: []string{"items", "x"}, Seq: good.Seq, Source: "other", Tag: good.Tag},
+		{All: true, Seq: good.Seq, Source: "other", Tag: good.Tag},
+		{Tables: []string{"items"}, Seq: good.Seq, Source: "another", Tag: good.Tag},
+	}
+	before := s.epochs.now()
+	for _, inv := range forged {
+		s.onInvalidation(inv)
+	}
+	if n := s.epochs.now(); n != before {
+		t.Fatalf("epochs moved from %d to %d", before, n)
+	}
+	if readN(t, f[0].db, ttlQuery, 1); f[0].c.d.queries.Load() != 1 || s.Stats().FreshHits != 1 {
+		t.Fatalf("the L1 entry was dropped: %+v", s.Stats())
+	}
+	if st := s.Stats(); st.InvalidationsRejected != uint64(len(forged)) || st.InvalidationsHeard != 0 || st.InvalidationResyncs != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// The genuine one is applied, and raises the floor: nothing of an
+	// older version is taken from the tier again.
+	s.onInvalidation(good)
+	if st := s.Stats(); st.InvalidationsHeard != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if s.tier.floor.admits(good.Seq, []string{"items"}) || !s.tier.floor.admits(good.Seq+1, []string{"items"}) {
+		t.Fatal("the message did not set the floor of its table")
+	}
+}
+
+// TestEpochsAreBounded: writes (or messages) naming ever new tables keep at
+// most maxEpochTables epochs; past it they fall back to "all", and no epoch
+// moves back.
+func TestEpochsAreBounded(t *testing.T) {
+	var e epochs
+	first := e.bump([]string{"t0"}, true)
+	for i := 1; i <= maxEpochTables+10; i++ {
+		n := e.bump([]string{fmt.Sprint("t", i)}, true)
+		if e.unchangedSince(n-1, []string{fmt.Sprint("t", i)}, true) {
+			t.Fatalf("write %d not seen", i)
+		}
+	}
+	e.mu.RLock()
+	size := len(e.tables)
+	e.mu.RUnlock()
+	if size > maxEpochTables {
+		t.Fatalf("%d epochs kept", size)
+	}
+	if e.unchangedSince(first, []string{"t0"}, true) {
+		t.Fatal("the write to t0 was forgotten")
+	}
+
+	// The floor of fleet epochs too; messages naming too many tables, or
+	// too long a name, count as writes to every table.
+	var f fleetFloor
+	for i := range maxFloorTables + 10 {
+		f.raise([]string{fmt.Sprint("t", i)}, false, uint64(100+i))
+	}
+	if len(f.tables) > maxFloorTables || f.admits(100, []string{"t0"}) || f.admits(99+maxFloorTables, []string{"t0"}) {
+		t.Fatalf("floor: %d tables, all %d", len(f.tables), f.all)
+	}
+	tier := newMemTier(newFakeClock())
+	s := fleetOf(t, 1, tier, Options{})[0].s
+	many := make([]string, maxMessageTables+1)
+	for i := range many {
+		many[i] = fmt.Sprint("m", i)
+	}
+	for _, tables := range [][]string{many, {strings.Repeat("x", maxTableName+1)}} {
+		inv := Invalidation{Tables: tables, Seq: 1 << 41, Source: "other"}
+		inv.Tag = s.tier.ring.MessageTag(s.tier.ns, inv.Seq, false, inv.Source, tables)
+		before := s.epochs.all.Load()
+		s.onInvalidation(inv)
+		if s.epochs.all.Load() == before || len(s.epochs.tables) != 0 {
+			t.Fatalf("%d tables of up to %d bytes were kept one by one", len(tables), len(tables[0]))
+		}
+	}
+}
+
+// TestOwnWritePublishesWithItsTag: what a write publishes carries a tag
+// over its sequence number, which other instances check, and too many
+// tables are published as "all".
+func TestOwnWritePublishesWithItsTag(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	var got []Invalidation
+	stop, _ := tier.Subscribe(f[0].s.tier.ns, func(inv Invalidation) { got = append(got, inv) })
+	defer stop()
+	f[0].s.Invalidate("items")
+	many := make([]string, maxMessageTables+1)
+	for i := range many {
+		many[i] = fmt.Sprint("m", i)
+	}
+	f[0].s.Invalidate(many...)
+	if len(got) != 2 || got[0].Seq == 0 || len(got[0].Tag) != seal.TagLen || !got[1].All || got[1].Tables != nil {
+		t.Fatalf("%+v", got)
+	}
+	if !f[1].s.tier.ring.CheckMessage(got[0].Tag, f[0].s.tier.ns, got[0].Seq, false, got[0].Source, []string{"items"}) {
+		t.Fatal("the tag does not cover the message")
+	}
+	if st := f[1].s.Stats(); st.InvalidationsHeard != 2 || st.InvalidationsRejected != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// TestVersionAboveTheSequenceIsRefused: a value whose version is above the
+// fleet sequence the tier reports is not served, even in the insecure mode
+// (where anybody could make its MAC).
+func TestVersionAboveTheSequenceIsRefused(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{InsecureTrustSharedTier: true})
+	readShared(t, f[0], ttlQuery, 1)
+	tier.mu.Lock()
+	for k, v := range tier.vals {
+		// Re-sealed at the new version, as anybody can without a secret.
+		body, err := f[0].s.tier.ring.OpenValue(bytes.Clone(v.data), f[0].s.tier.ns, strings.TrimPrefix(k, f[0].s.tier.ns), v.version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.version = 1 << 62
+		v.data = f[0].s.tier.ring.SealValue(append(make([]byte, seal.Prefix), body...), f[0].s.tier.ns,
+			strings.TrimPrefix(k, f[0].s.tier.ns), v.version)
+		tier.vals[k] = v
+	}
+	tier.mu.Unlock()
+	if readN(t, f[1].db, ttlQuery, 1); f[1].c.d.queries.Load() != 1 || f[1].s.Stats().SharedForged == 0 {
+		t.Fatalf("a version above the sequence was served: %+v", f[1].s.Stats())
+	}
+}
+
+// TestDeadlinesAreTheReaders: a value filled under a long TTL by another
+// instance is judged by the reader's own, shorter policy.
+func TestDeadlinesAreTheReaders(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	long := "/* sqlflight: soft=1h hard=2h jitter=0% */ SELECT n FROM items WHERE id = $1"
+	short := "/* sqlflight: soft=1s hard=2s jitter=0% */ SELECT n FROM items WHERE id = $1"
+	readShared(t, f[0], long, 1)
+	tier.clock.Add(5 * time.Second)
+	if readN(t, f[1].db, short, 1); f[1].c.d.queries.Load() != 1 || f[1].s.Stats().SharedHits != 0 {
+		t.Fatalf("a value older than the reader's hard TTL was served: %+v", f[1].s.Stats())
+	}
+}
+
+// BenchmarkSharedEnvelope is what authentication adds to a tier write (the
+// value's encoding and its seal) and to a tier read (the seal's check and
+// the decoding), for a ten-row result: "plain" is the encoding alone.
+func BenchmarkSharedEnvelope(b *testing.B) {
+	now := time.Now()
+	res := &result{sets: []resultSet{{names: []string{"id", "v", "label"}, cols: make([]column, 3), n: 10}}}
+	for i := range 10 {
+		res.sets[0].vals = append(res.sets[0].vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
+	}
+	for _, v := range res.sets[0].vals {
+		res.bytes += valueSize(v)
+	}
+	e := &entry{res: res, filled: now, soft: now.Add(time.Minute), hard: now.Add(time.Hour), last: now.Add(time.Hour)}
+	const ns, key, version = "sqlflight:", "0123456789abcdef0123456789abcdef", 1 << 50
+	for _, mode := range []string{"plain", "mac", "aes-gcm"} {
+		ring := &seal.Ring{Current: seal.Derive([]byte(testSecret)), Encrypt: mode == "aes-gcm"}
+		b.Run(mode+"/store", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				body, err := encodeShared(e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if mode != "plain" {
+					ring.SealValue(body, ns, key, version)
+				}
+			}
+		})
+		body, _ := encodeShared(e)
+		sealed := ring.SealValue(body, ns, key, version)
+		b.Run(mode+"/fetch", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if mode == "plain" {
+					_, err = decodeShared(body[seal.Prefix:])
+				} else {
+					_, err = openShared(ring, ns, key, SharedValue{Data: sealed, Version: version})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
