@@ -10,7 +10,7 @@
 //
 // The metrics of the shared tier (sqlflight_shared_*, sqlflight_lease*_*,
 // sqlflight_invalidations_sent_total, sqlflight_invalidations_heard_total,
-// sqlflight_invalidation_resyncs_total and the gauge sqlflight_shared_up)
+// sqlflight_invalidations_rejected_total, sqlflight_invalidation_resyncs_total and the gauge sqlflight_shared_up)
 // are exported only for a Shield that has a shared tier (Stats.SharedState
 // is not empty). A Shield without one exports none of them, rather than
 // zeros or a sqlflight_shared_up of 0 that would read as a tier that is
@@ -169,6 +169,8 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 		func(st *sqlflight.Stats) uint64 { return st.SharedErrors })
 	shr("shared_decode_errors_total", "Values in the shared tier that could not be read (treated as misses).",
 		func(st *sqlflight.Stats) uint64 { return st.SharedDecodeErrors })
+	shr("shared_forged_total", "Values in the shared tier that failed authentication (another secret, or written by someone else; treated as misses).",
+		func(st *sqlflight.Stats) uint64 { return st.SharedForged })
 	shr("shared_skipped_total", "Reads that left the shared tier alone because a write to their tables waits to be published.",
 		func(st *sqlflight.Stats) uint64 { return st.SharedSkipped })
 	shr("shared_transitions_total", "Times the shared tier went down or came back.",
@@ -183,6 +185,8 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 		func(st *sqlflight.Stats) uint64 { return st.InvalidationsSent })
 	shr("invalidations_heard_total", "Writes of other instances heard through the shared tier and applied here.",
 		func(st *sqlflight.Stats) uint64 { return st.InvalidationsHeard })
+	shr("invalidations_rejected_total", "Messages on the invalidation channel that did not parse or failed authentication (ignored).",
+		func(st *sqlflight.Stats) uint64 { return st.InvalidationsRejected })
 	shr("invalidation_resyncs_total", "Times the invalidation subscription was made again and the in-process cache dropped everything.",
 		func(st *sqlflight.Stats) uint64 { return st.InvalidationResyncs })
 

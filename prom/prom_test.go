@@ -282,9 +282,10 @@ func u(n uint64) string { return strconv.FormatUint(n, 10) }
 var sharedMetrics = []string{
 	"sqlflight_shared_hits_total", "sqlflight_shared_misses_total", "sqlflight_shared_writes_total",
 	"sqlflight_shared_superseded_total", "sqlflight_shared_errors_total", "sqlflight_shared_decode_errors_total",
-	"sqlflight_shared_skipped_total", "sqlflight_shared_transitions_total",
+	"sqlflight_shared_forged_total", "sqlflight_shared_skipped_total", "sqlflight_shared_transitions_total",
 	"sqlflight_leases_acquired_total", "sqlflight_lease_waits_total", "sqlflight_lease_wait_expired_total",
-	"sqlflight_invalidations_sent_total", "sqlflight_invalidations_heard_total", "sqlflight_invalidation_resyncs_total",
+	"sqlflight_invalidations_sent_total", "sqlflight_invalidations_heard_total", "sqlflight_invalidations_rejected_total",
+	"sqlflight_invalidation_resyncs_total",
 	"sqlflight_shared_up",
 }
 
@@ -435,6 +436,7 @@ func TestCollectorSharedTier(t *testing.T) {
 	metric("sqlflight_shared_superseded_total", "counter", "Writes to the shared tier refused because it held a newer version.", st.SharedSuperseded)
 	metric("sqlflight_shared_errors_total", "counter", "Calls to the shared tier that failed or timed out.", st.SharedErrors)
 	metric("sqlflight_shared_decode_errors_total", "counter", "Values in the shared tier that could not be read (treated as misses).", st.SharedDecodeErrors)
+	metric("sqlflight_shared_forged_total", "counter", "Values in the shared tier that failed authentication (another secret, or written by someone else; treated as misses).", st.SharedForged)
 	metric("sqlflight_shared_skipped_total", "counter", "Reads that left the shared tier alone because a write to their tables waits to be published.", st.SharedSkipped)
 	metric("sqlflight_shared_transitions_total", "counter", "Times the shared tier went down or came back.", st.SharedTransitions)
 	metric("sqlflight_leases_acquired_total", "counter", "Leases this instance took to query for the fleet.", st.LeasesAcquired)
@@ -442,6 +444,7 @@ func TestCollectorSharedTier(t *testing.T) {
 	metric("sqlflight_lease_wait_expired_total", "counter", "Flights that stopped waiting for another instance's lease holder and queried themselves.", st.LeaseWaitExpired)
 	metric("sqlflight_invalidations_sent_total", "counter", "Writes published to the other instances through the shared tier.", st.InvalidationsSent)
 	metric("sqlflight_invalidations_heard_total", "counter", "Writes of other instances heard through the shared tier and applied here.", st.InvalidationsHeard)
+	metric("sqlflight_invalidations_rejected_total", "counter", "Messages on the invalidation channel that did not parse or failed authentication (ignored).", st.InvalidationsRejected)
 	metric("sqlflight_invalidation_resyncs_total", "counter", "Times the invalidation subscription was made again and the in-process cache dropped everything.", st.InvalidationResyncs)
 	metric("sqlflight_shared_up", "gauge", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).", 1)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want.String()), sharedMetrics...); err != nil {
