@@ -306,7 +306,7 @@ type pinnedConnector struct {
 }
 
 func (c pinnedConnector) Connect(ctx context.Context) (driver.Conn, error) { return c.open(ctx) }
-func (c pinnedConnector) Driver() driver.Driver                           { return c.drv }
+func (c pinnedConnector) Driver() driver.Driver                            { return c.drv }
 
 // scopeConnector is a connector opened for a DSN: it holds its scope until
 // closed, and closes the parent's connector if that is an io.Closer.

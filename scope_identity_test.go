@@ -50,7 +50,9 @@ type idConn struct {
 	a idAnswer
 }
 
-func (c *idConn) serverIdentity(context.Context) (serverID, bool, error) { return c.a.id, c.a.ok, c.a.err }
+func (c *idConn) serverIdentity(context.Context) (serverID, bool, error) {
+	return c.a.id, c.a.ok, c.a.err
+}
 
 func server(system, db, role string) idAnswer {
 	return idAnswer{id: serverID{system: system, database: db, roles: role + "\x00" + role}, ok: true}
