@@ -105,10 +105,7 @@ func applyDSN(o *Options, params map[string]string) error {
 			return fmt.Errorf("%w: unknown parameter %s%s", ErrBadDSN, dsnPrefix, k)
 		}
 		if err != nil {
-			if secretParam(k) { // neither the value nor a parse error, which may quote it
-				return fmt.Errorf("%w: %s%s: malformed (the value is not shown)", ErrBadDSN, dsnPrefix, k)
-			}
-			return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
+			return badParam(k, v, err)
 		}
 	}
 	return nil
@@ -191,6 +188,16 @@ func redactIn(text, s string) string {
 		text = strings.ReplaceAll(text, x, "xxxxx")
 	}
 	return text
+}
+
+// badParam is the error of a malformed DSN parameter k=v. It shows the
+// value, unless the parameter's name speaks of a secret: then neither the
+// value nor err (which may quote it) is shown.
+func badParam(k, v string, err error) error {
+	if secretParam(k) {
+		return fmt.Errorf("%w: %s%s: malformed (the value is not shown)", ErrBadDSN, dsnPrefix, k)
+	}
+	return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
 }
 
 // secretParam reports whether a DSN parameter's value must never be shown:

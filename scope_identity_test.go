@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // idDriver is a fakeDriver whose connections tell a server identity: the
@@ -340,5 +344,66 @@ func TestPrunedDSNShieldsGiveTheirTierBack(t *testing.T) {
 	defer d.mu.Unlock()
 	for _, e := range d.scopes {
 		_ = e.s.Close()
+	}
+}
+
+// TestPgxScopeNamedByServerIdentity needs a Postgres
+// (SQLFLIGHT_POSTGRES_DSN): a pgx scope's fleet name carries the server's
+// system identifier and the database's OID, learned on its first real
+// connection; before it, the scope is off the shared tier; the identity
+// query leaves nothing in the session.
+func TestPgxScopeNamedByServerIdentity(t *testing.T) {
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_POSTGRES_DSN not set")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN not set")
+	}
+	ctx := context.Background()
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var system, oid string
+	if err := raw.QueryRowContext(ctx, `SELECT system_identifier::text, (SELECT oid::text FROM pg_database WHERE datname = current_database()) FROM pg_control_system()`).Scan(&system, &oid); err != nil {
+		t.Fatal(err)
+	}
+
+	s := New()
+	defer s.Close()
+	w := s.Wrap(stdlib.GetDefaultDriver()).(*wrappedDriverContext)
+	c, err := w.OpenConnector(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.(*scopeConnector).e
+	if e.sc.sharing() {
+		t.Fatal("the scope is on the shared tier before any connection")
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var left int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement NOT ILIKE '%pg_prepared_statements%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("the identity query left %d prepared statements", left)
+	}
+	if !e.sc.sharing() {
+		t.Fatal("the scope is off the shared tier after its first connection")
+	}
+	if want := "\x00server\x00" + system + "\x00" + oid + "\x00"; !strings.Contains(e.sc.shared, want) {
+		t.Fatalf("fleet name %q lacks the server's identity %q", e.sc.shared, want)
+	}
+	cfg, _ := pgx.ParseConfig(dsn)
+	if !strings.HasPrefix(e.sc.shared, pgxName(cfg)+"\x00server\x00") || cfg.Password != "" && strings.Contains(e.sc.shared, cfg.Password) {
+		t.Fatalf("fleet name %q", e.sc.shared)
 	}
 }
