@@ -353,13 +353,7 @@ func TestPrunedDSNShieldsGiveTheirTierBack(t *testing.T) {
 // connection; before it, the scope is off the shared tier; the identity
 // query leaves nothing in the session.
 func TestPgxScopeNamedByServerIdentity(t *testing.T) {
-	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SQLFLIGHT_POSTGRES_DSN not set")
-		}
-		t.Skip("SQLFLIGHT_POSTGRES_DSN not set")
-	}
+	dsn := postgresDSN(t)
 	ctx := context.Background()
 	raw, err := sql.Open("pgx", dsn)
 	if err != nil {
@@ -406,4 +400,18 @@ func TestPgxScopeNamedByServerIdentity(t *testing.T) {
 	if !strings.HasPrefix(e.sc.shared, pgxName(cfg)+"\x00server\x00") || cfg.Password != "" && strings.Contains(e.sc.shared, cfg.Password) {
 		t.Fatalf("fleet name %q", e.sc.shared)
 	}
+}
+
+// postgresDSN returns SQLFLIGHT_POSTGRES_DSN, or skips the test without it
+// (fails it when SQLFLIGHT_REQUIRE_INTEGRATION=1).
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("SQLFLIGHT_POSTGRES_DSN not set")
+		}
+		t.Skip("SQLFLIGHT_POSTGRES_DSN not set")
+	}
+	return dsn
 }
