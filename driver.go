@@ -189,9 +189,17 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	key := dsnKey{dsn, res.name}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.scopes[key]; e != nil && (e.s == d.s || !e.s.isClosed()) {
-		e.users.Add(1)
-		return e, nil // a DSN's own Shield that was closed is made anew
+	if e := d.scopes[key]; e != nil {
+		switch {
+		case e.s != d.s && e.s.isClosed(): // a DSN's own Shield that was closed is made anew
+		case e.sc.mixed.Load() && e.idle():
+			// Its connections reached two servers; nothing uses it any
+			// more: a new scope learns the server anew.
+			d.forget(key, e)
+		default:
+			e.users.Add(1)
+			return e, nil
+		}
 	}
 	e := &dsnScope{s: d.s, dsn: stripped, drv: self, cfg: res.cfg}
 	if len(params) > 0 {
@@ -247,13 +255,19 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 func (d *wrappedDriver) sweep() {
 	for k, e := range d.scopes {
 		if e.idle() {
-			delete(d.scopes, k)
-			if e.s != d.s { // a DSN's own Shield has one scope
-				_ = e.s.Close()
-			}
+			d.forget(k, e)
 		}
 	}
 	d.sweepAt = max(minScopeSweep, 2*len(d.scopes))
+}
+
+// forget removes an unused scope (d.mu held) and closes its DSN's own
+// Shield, which has no other scope.
+func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
+	delete(d.scopes, k)
+	if e.s != d.s {
+		_ = e.s.Close()
+	}
 }
 
 // Open returns a virtual connection for dsn. The real one is opened by the

@@ -229,6 +229,21 @@ func TestFailoverToAnotherServerLeavesTheSharedTier(t *testing.T) {
 	if got := log.String(); strings.Count(got, "another server or database") != 1 {
 		t.Errorf("want one warning, have:\n%s", got)
 	}
+	// Once nothing uses it, the DSN opened again gets a new scope that
+	// learns the server anew.
+	_ = db.Close()
+	e2 := scopeOf(t, w)
+	if e2 == e || e2.sc.id == e.sc.id {
+		t.Fatal("the mixed scope was kept after its DB closed")
+	}
+	rc, err := e2.open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.Close()
+	if !e2.sc.sharing() {
+		t.Error("the new scope does not share")
+	}
 }
 
 // TestConnectionAsAnotherRoleIsRefused: a scope's real connections all log
