@@ -67,7 +67,7 @@ func loggerTo(b *logBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b
 // idInstance opens the DSN "app" through d on a Shield of its own on tier.
 func idInstance(t *testing.T, tier *memTier, d driver.Driver, opts Options) (*sql.DB, *Shield, *wrappedDriver) {
 	t.Helper()
-	opts.Clock = tier.clock
+	opts.Clock, opts.SharedSecret = tier.clock, testSecret
 	s := New(opts, Shared(tier))
 	t.Cleanup(func() { _ = s.Close() })
 	w := s.Wrap(d)
@@ -338,7 +338,7 @@ func TestPrunedDSNShieldsGiveTheirTierBack(t *testing.T) {
 	d := New().Wrap(ctxDriver{newCounting().d}).(*wrappedDriverContext)
 	const rotations = 2*minScopeSweep + 20
 	for i := range rotations {
-		c, err := d.OpenConnector(fmt.Sprintf("app pw=%d sqlflight.shared=memtest://rot-%d sqlflight.max_bytes=64KiB", i, i))
+		c, err := d.OpenConnector(fmt.Sprintf("app pw=%d sqlflight.shared=memtest://rot-%d sqlflight.max_bytes=64KiB sqlflight.shared_secret="+testSecretDSN, i, i))
 		if err != nil {
 			t.Fatal(err)
 		}
