@@ -8,10 +8,8 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -62,14 +60,22 @@ func ShieldOf(db *sql.DB) *Shield {
 func (s *Shield) Register(name string, d driver.Driver) { sql.Register(name, s.Wrap(d)) }
 
 // Wrap returns d wrapped by s. The result implements driver.DriverContext
-// exactly when d does. Connections opened with the same DSN share one scope:
-// their identical queries coalesce; different DSNs never share.
+// exactly when d does. Connections opened with DSNs that reach the same
+// database as the same user share one scope: their identical queries
+// coalesce; others never share. For pgx the DSN is resolved with the
+// environment applied (PGUSER, PGHOST, a service file, …) when it is
+// opened, and every connection of the scope reaches what it resolved then;
+// for other drivers the scope is the DSN text.
 func (s *Shield) Wrap(d driver.Driver) driver.Driver {
-	w := &wrappedDriver{s: s, parent: d, scopes: make(map[string]*dsnScope)}
+	w := newWrappedDriver(s, d)
 	if dc, ok := d.(driver.DriverContext); ok {
 		return &wrappedDriverContext{wrappedDriver: w, parentCtx: dc}
 	}
 	return w
+}
+
+func newWrappedDriver(s *Shield, d driver.Driver) *wrappedDriver {
+	return &wrappedDriver{s: s, parent: d, scopes: make(map[dsnKey]*dsnScope), sweepAt: minScopeSweep}
 }
 
 // Connector returns c wrapped by s. The connector is a scope of its own: its
@@ -85,19 +91,21 @@ func (s *Shield) Connector(c driver.Connector) driver.Connector {
 // with other instances through the shared tier: name must identify the
 // database and the user across the fleet (for example
 // "orders-primary/app"). Instances share results only between connectors
-// of the same name, so two connectors that reach different databases or
-// users must never be given the same name. In this process, each connector
-// is still a scope of its own.
+// of the same name reaching the same server: for PostgreSQL, the server's
+// system identifier, the database's OID and the session's roles, learned on
+// the first real connection, are part of the name. Two connectors that
+// reach different databases or users must never be given the same name. In
+// this process, each connector is still a scope of its own.
 func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connector {
 	sc := s.newScope()
 	if name != "" {
-		sc.shared = "connector\x00" + name
+		sc.fleetBase = "connector\x00" + name
 	}
 	return s.newConnector(c, s.connectorDriver(c), sc)
 }
 
 func (s *Shield) connectorDriver(c driver.Connector) driver.Driver {
-	var d driver.Driver = &wrappedDriver{s: s, parent: c.Driver(), scopes: make(map[string]*dsnScope)}
+	var d driver.Driver = newWrappedDriver(s, c.Driver())
 	if dc, ok := c.Driver().(driver.DriverContext); ok {
 		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
 	}
@@ -108,7 +116,7 @@ func (s *Shield) connectorDriver(c driver.Connector) driver.Driver {
 func (s *Shield) OpenDB(c driver.Connector) *sql.DB { return sql.OpenDB(s.Connector(c)) }
 
 func (s *Shield) newConnector(c driver.Connector, d driver.Driver, sc *scope) driver.Connector {
-	wc := &connector{s: s, parent: c, drv: d, sc: sc}
+	wc := &connector{s: s, drv: d, sc: sc, open: sc.opener(s, c.Connect)}
 	if cl, ok := c.(io.Closer); ok {
 		return &closingConnector{connector: wc, closer: cl}
 	}
@@ -116,18 +124,28 @@ func (s *Shield) newConnector(c driver.Connector, d driver.Driver, sc *scope) dr
 }
 
 // wrappedDriver wraps a driver.Driver. Without DriverContext, database/sql
-// calls Open for every new connection; each DSN is a scope.
+// calls Open for every new connection.
 type wrappedDriver struct {
 	s      *Shield
 	parent driver.Driver
 
 	mu     sync.Mutex
-	scopes map[string]*dsnScope
+	scopes map[dsnKey]*dsnScope
+	// sweepAt is the size of scopes at which the next scope made first
+	// forgets the scopes nobody uses.
+	sweepAt int
 }
+
+// minScopeSweep is the fewest scopes a driver keeps before it forgets the
+// unused ones: below it, a DSN opened again finds its warm scope.
+const minScopeSweep = 64
 
 var _ driver.Driver = (*wrappedDriver)(nil)
 
 func (d *wrappedDriver) shield() *Shield { return d.s }
+
+// dsnKey is a DSN as given and what it resolves to now.
+type dsnKey struct{ dsn, resolved string }
 
 // dsnScope is what a DSN opens: its scope, the Shield it belongs to (a
 // Shield of its own when the DSN carries sqlflight.* parameters), and the
@@ -137,24 +155,53 @@ type dsnScope struct {
 	s   *Shield
 	dsn string
 	drv driver.Driver // the driver its connectors report (ShieldOf finds s through it)
+
+	// pgx's resolved configuration, or nil: then real connections are
+	// the parent's for dsn.
+	cfg *pgx.ConnConfig
+	// open opens the scope's real connections for Driver.Open: pgx's
+	// resolved configuration, or the parent's Open.
+	open func(context.Context) (driver.Conn, error)
+	// users counts the connectors holding the scope and the opens in
+	// progress: a scope with no user and no open virtual connection may be
+	// forgotten.
+	users atomic.Int64
 }
 
-// scopeFor returns the scope of dsn, making it on first use.
+// release gives back a use taken by scopeFor.
+func (e *dsnScope) release() { e.users.Add(-1) }
+
+// idle reports whether nothing uses e.
+func (e *dsnScope) idle() bool { return e.users.Load() == 0 && e.sc.live.Load() == 0 }
+
+// scopeFor returns the scope of dsn as it resolves now, making it on first
+// use, and takes a use of it (give it back with release).
 // sqlflight.* parameters (see Options; e.g. sqlflight.max_bytes=128MiB,
 // sqlflight.max_inflight=32, sqlflight.default=soft=30s,hard=5m) configure a
 // Shield for that DSN alone; an unknown or malformed one is an error
 // wrapping ErrBadDSN.
 func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if e := d.scopes[dsn]; e != nil && (e.s == d.s || !e.s.isClosed()) {
-		return e, nil // a DSN's own Shield that was closed is made anew
-	}
 	stripped, params, err := splitDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	e := &dsnScope{s: d.s, dsn: stripped, drv: self}
+	res := resolveDSN(d.parent, stripped)
+	key := dsnKey{dsn, res.name}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.scopes[key]; e != nil {
+		switch {
+		case e.s != d.s && e.s.isClosed(): // a DSN's own Shield that was closed is made anew
+		case e.sc.mixed.Load() && e.idle():
+			// Its connections reached two servers; nothing uses it any
+			// more: a new scope learns the server anew.
+			d.forget(key, e)
+		default:
+			e.users.Add(1)
+			return e, nil
+		}
+	}
+	e := &dsnScope{s: d.s, dsn: stripped, drv: self, cfg: res.cfg}
 	if len(params) > 0 {
 		o := d.s.opts
 		tier := d.s.tierImpl
@@ -166,7 +213,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		var release func()
 		if shared {
 			if tier, release, err = openTier(target); err != nil {
-				return nil, fmt.Errorf("%w: %sshared=%s: %v", ErrBadDSN, dsnPrefix, redactURL(target), err)
+				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, redactURL(target), redactIn(err.Error(), target))
 			}
 		}
 		opts := []Option{o}
@@ -179,16 +226,48 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 			_ = e.s.Close() // gives the tier back
 			return nil, err // ErrNoSharedSecret: never without the tier, never unauthenticated
 		}
-		own := &wrappedDriver{s: e.s, parent: d.parent, scopes: make(map[string]*dsnScope)}
+		own := newWrappedDriver(e.s, d.parent)
 		e.drv = own
 		if dc, ok := self.(*wrappedDriverContext); ok {
 			e.drv = &wrappedDriverContext{wrappedDriver: own, parentCtx: dc.parentCtx}
 		}
 	}
 	e.sc = e.s.newScope()
-	e.sc.shared = fleetName(d.parent, stripped)
-	d.scopes[dsn] = e
+	e.sc.fleetBase = res.name
+	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
+	if res.cfg != nil {
+		open = pgxOpener(stripped, res)
+	}
+	e.open = e.sc.opener(e.s, open)
+	if len(d.scopes) >= d.sweepAt {
+		d.sweep()
+	}
+	d.scopes[key] = e
+	e.users.Add(1)
 	return e, nil
+}
+
+// sweep forgets the scopes that nobody uses: no open virtual connection,
+// no connector, no open in progress (d.mu held). A DSN opened again gets a
+// new scope (a new number: the old one's cached results are never served
+// again; they age out of the cache). A forgotten scope's own Shield is
+// closed, which gives its shared tier back.
+func (d *wrappedDriver) sweep() {
+	for k, e := range d.scopes {
+		if e.idle() {
+			d.forget(k, e)
+		}
+	}
+	d.sweepAt = max(minScopeSweep, 2*len(d.scopes))
+}
+
+// forget removes an unused scope (d.mu held) and closes its DSN's own
+// Shield, which has no other scope.
+func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
+	delete(d.scopes, k)
+	if e.s != d.s {
+		_ = e.s.Close()
+	}
 }
 
 // Open returns a virtual connection for dsn. The real one is opened by the
@@ -198,8 +277,8 @@ func (d *wrappedDriver) Open(dsn string) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(e.dsn) }
-	return e.sc.connect(context.Background(), e.s, open)
+	defer e.release()
+	return e.sc.connect(context.Background(), e.s, e.open)
 }
 
 type wrappedDriverContext struct {
@@ -209,32 +288,76 @@ type wrappedDriverContext struct {
 
 var _ driver.DriverContext = (*wrappedDriverContext)(nil)
 
-// OpenConnector opens the parent's connector for dsn and wraps it; connectors
-// for the same DSN share one scope.
+// OpenConnector returns a connector for dsn as it resolves now; connectors
+// for the same DSN and resolution share one scope. The connector holds its
+// scope until it is closed (DB.Close closes it).
 func (d *wrappedDriverContext) OpenConnector(dsn string) (driver.Connector, error) {
 	e, err := d.scopeFor(dsn, d)
 	if err != nil {
 		return nil, err
 	}
-	pc, err := d.parentCtx.OpenConnector(e.dsn)
-	if err != nil {
-		return nil, err
+	var pc driver.Connector = pinnedConnector{open: e.open, drv: d.parent}
+	var closer io.Closer
+	if e.cfg == nil {
+		if pc, err = d.parentCtx.OpenConnector(e.dsn); err != nil {
+			e.release()
+			return nil, err
+		}
+		closer, _ = pc.(io.Closer)
 	}
-	return e.s.newConnector(pc, e.drv, e.sc), nil
+	wc := &connector{s: e.s, drv: e.drv, sc: e.sc, open: e.open}
+	if e.cfg == nil {
+		wc.open = e.sc.opener(e.s, pc.Connect)
+	}
+	return &scopeConnector{connector: wc, e: e, closer: closer}, nil
+}
+
+// pinnedConnector opens the real connections of a resolved pgx scope; its
+// open already tells who each reaches.
+type pinnedConnector struct {
+	open func(context.Context) (driver.Conn, error)
+	drv  driver.Driver
+}
+
+func (c pinnedConnector) Connect(ctx context.Context) (driver.Conn, error) { return c.open(ctx) }
+func (c pinnedConnector) Driver() driver.Driver                            { return c.drv }
+
+// scopeConnector is a connector opened for a DSN: it holds its scope until
+// closed, and closes the parent's connector if that is an io.Closer.
+type scopeConnector struct {
+	*connector
+	e      *dsnScope
+	closer io.Closer
+	once   sync.Once
+}
+
+var _ io.Closer = (*scopeConnector)(nil)
+
+// Close gives the scope back and closes the parent connector; database/sql
+// calls it from DB.Close.
+func (c *scopeConnector) Close() error {
+	var err error
+	c.once.Do(func() {
+		if c.closer != nil {
+			err = c.closer.Close()
+		}
+		c.e.release()
+	})
+	return err
 }
 
 // connector wraps a driver.Connector; Connect returns virtual connections.
 type connector struct {
-	s      *Shield
-	parent driver.Connector
-	drv    driver.Driver
-	sc     *scope
+	s    *Shield
+	drv  driver.Driver
+	sc   *scope
+	open func(context.Context) (driver.Conn, error) // the parent's Connect, telling who each connection reaches
 }
 
 var _ driver.Connector = (*connector)(nil)
 
 func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
-	return c.sc.connect(ctx, c.s, c.parent.Connect)
+	return c.sc.connect(ctx, c.s, c.open)
 }
 
 func (c *connector) Driver() driver.Driver { return c.drv }
@@ -248,31 +371,3 @@ var _ io.Closer = (*closingConnector)(nil)
 
 // Close closes the parent connector; database/sql calls it from DB.Close.
 func (c *closingConnector) Close() error { return c.closer.Close() }
-
-// fleetName names a DSN's scope across the fleet, for the shared tier. For
-// pgx it is what the DSN resolves to — servers, database, user, session
-// parameters — with the environment pgx reads (PGHOST, PGDATABASE, …)
-// applied: two instances share results only if they reach the same
-// database as the same user with the same settings, whatever the DSN's
-// spelling, and never because two DSNs read alike in different
-// environments. For other drivers it is the DSN text.
-func fleetName(parent driver.Driver, dsn string) string {
-	if _, ok := parent.(*stdlib.Driver); ok {
-		if cfg, err := pgx.ParseConfig(dsn); err == nil {
-			// Servers in order, each once (sslmode=prefer lists one twice).
-			servers := []string{fmt.Sprintf("%s\x00%d", cfg.Host, cfg.Port)}
-			for _, fb := range cfg.Fallbacks {
-				if hp := fmt.Sprintf("%s\x00%d", fb.Host, fb.Port); !slices.Contains(servers, hp) {
-					servers = append(servers, hp)
-				}
-			}
-			var b strings.Builder
-			fmt.Fprintf(&b, "pgx\x00%s\x01%s\x00%s", strings.Join(servers, "\x00"), cfg.Database, cfg.User)
-			for _, k := range slices.Sorted(maps.Keys(cfg.RuntimeParams)) {
-				fmt.Fprintf(&b, "\x00%s=%s", k, cfg.RuntimeParams[k])
-			}
-			return b.String()
-		}
-	}
-	return "dsn\x00" + dsn
-}

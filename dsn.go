@@ -105,7 +105,7 @@ func applyDSN(o *Options, params map[string]string) error {
 			return fmt.Errorf("%w: unknown parameter %s%s", ErrBadDSN, dsnPrefix, k)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
+			return badParam(k, v, err)
 		}
 	}
 	return nil
@@ -119,12 +119,90 @@ func positiveInt(v string) (int, error) {
 	return n, err
 }
 
-// redactURL hides the password of a URL for error messages.
+// redactURL hides the user information (user name and password) of a URL
+// for error messages, also when the URL does not parse (a password may
+// hold '/', '@', ':' or a bad escape).
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
+	if u, err := url.Parse(s); err == nil && u.Opaque == "" {
+		if u.User == nil {
+			return s
+		}
 		if _, ok := u.User.Password(); ok {
 			return u.Redacted()
 		}
+		return s
 	}
-	return s
+	start, at := userinfo(s)
+	if at < 0 {
+		return s[:start] + "xxxxx" // no '@': whatever follows may be a password
+	}
+	return s[:start] + "xxxxx" + s[at:]
+}
+
+// userinfo finds by hand where the user information of URL s begins (after
+// "scheme://", or the scheme's ':') and ends (the last '@', or -1).
+func userinfo(s string) (start, at int) {
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + 3
+	} else if i := strings.IndexByte(s, ':'); i >= 0 {
+		start = i + 1
+	}
+	at = strings.LastIndexByte(s, '@')
+	if at < start {
+		at = -1
+	}
+	return start, at
+}
+
+// redactIn removes from text (an error's, which may quote URL s) the user
+// information of s, as written and unescaped. If the password is so short
+// that removing it would garble the text, the text is replaced as a whole.
+func redactIn(text, s string) string {
+	if u, err := url.Parse(s); err == nil && u.Opaque == "" && u.User == nil {
+		return text // nothing secret in s
+	}
+	start, at := userinfo(s)
+	if at < 0 {
+		if rest := s[start:]; rest != "" && strings.Contains(text, rest) {
+			return "(error text not shown: it may hold the password)"
+		}
+		return text
+	}
+	info := s[start:at]
+	secrets := []string{info}
+	if _, pass, ok := strings.Cut(info, ":"); ok {
+		secrets = append(secrets, pass)
+	}
+	for _, x := range secrets[:len(secrets):len(secrets)] {
+		if un, err := url.PathUnescape(x); err == nil && un != x {
+			secrets = append(secrets, un)
+		}
+	}
+	for _, x := range secrets {
+		if x == "" || !strings.Contains(text, x) {
+			continue
+		}
+		if len(x) < 4 {
+			return "(error text not shown: it may hold the password)"
+		}
+		text = strings.ReplaceAll(text, x, "xxxxx")
+	}
+	return text
+}
+
+// badParam is the error of a malformed DSN parameter k=v. It shows the
+// value, unless the parameter's name speaks of a secret: then neither the
+// value nor err (which may quote it) is shown.
+func badParam(k, v string, err error) error {
+	if secretParam(k) {
+		return fmt.Errorf("%w: %s%s: malformed (the value is not shown)", ErrBadDSN, dsnPrefix, k)
+	}
+	return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
+}
+
+// secretParam reports whether a DSN parameter's value must never be shown:
+// its name speaks of a secret or a password.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "secret") || strings.Contains(n, "password")
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,5 +91,76 @@ func TestDSNParametersConfigureAndAreStripped(t *testing.T) {
 	defer bad.Close()
 	if err := bad.Ping(); !errors.Is(err, ErrBadDSN) {
 		t.Fatalf("unknown parameter: %v", err)
+	}
+}
+
+// Passwords that make a URL unparsable ('/', a bad escape) or ambiguous
+// ('@', ':') never appear in an error's text.
+var awkwardPasswords = []string{"pa/ss-w0rd", "pa%zzss-w0rd", "p@ss-w0rd", "pa:ss-w0rd", "p@s/s:%zz-w0rd", "se cret-w0rd"}
+
+func TestRedactURL(t *testing.T) {
+	for _, pw := range awkwardPasswords {
+		for _, u := range []string{
+			"redis://user:" + pw + "@cache:6379/0",
+			"rediss://:" + pw + "@cache:6379/0",
+			"redis://user:" + pw + "@cache:6379/0?dial_timeout=1s",
+			"redis:user:" + pw + "@cache:6379",
+			"user:" + pw + "@cache:6379",
+		} {
+			got := redactURL(u)
+			if strings.Contains(got, pw) || strings.Contains(got, "w0rd") {
+				t.Errorf("redactURL(%q) = %q", u, got)
+			}
+			if msg := redactIn("cannot open "+u+": bad password "+pw, u); strings.Contains(msg, "w0rd") {
+				t.Errorf("redactIn: %q", msg)
+			}
+		}
+	}
+	for _, plain := range []string{"redis://cache:6379/0", "redis://user@cache:6379/0", "nope://x"} {
+		if got := redactURL(plain); got != plain {
+			t.Errorf("redactURL(%q) = %q: nothing to hide", plain, got)
+		}
+	}
+	if got := redactURL("redis://u:secret@h:1/0"); got != "redis://u:xxxxx@h:1/0" {
+		t.Errorf("%q", got)
+	}
+}
+
+// TestBadSharedURLHidesPassword: a sqlflight.shared URL with an awkward
+// password fails the open without showing the password.
+func TestBadSharedURLHidesPassword(t *testing.T) {
+	d := New().Wrap(&fakeDriver{})
+	for _, pw := range awkwardPasswords {
+		for _, dsn := range []string{
+			"db=1 sqlflight.shared=redis://user:" + pw + "@cache:6379/0",
+			"postgres://app@db/app?sqlflight.shared=" + url.QueryEscape("redis://user:"+pw+"@cache:6379/0"),
+			"db=1 sqlflight.shared=memtest://user:" + pw + "@cache:6379/0 sqlflight.max_inflight=zero",
+		} {
+			_, err := d.Open(dsn)
+			if !errors.Is(err, ErrBadDSN) {
+				t.Fatalf("%q: %v", dsn, err)
+			}
+			if strings.Contains(err.Error(), "w0rd") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		}
+	}
+}
+
+// TestSecretParameterValuesAreNotShown: a malformed parameter whose name
+// speaks of a secret or a password is named, its value never shown.
+func TestSecretParameterValuesAreNotShown(t *testing.T) {
+	for _, k := range []string{"shared_secret", "shared_secret_previous", "redis_password", "Shared_Secret"} {
+		err := badParam(k, "hunter2-value", errors.New(`invalid byte "hunter2-value"`))
+		if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+	if err := badParam("max_bytes", "lots", errors.New("not a size")); !strings.Contains(err.Error(), "max_bytes=lots") {
+		t.Errorf("an ordinary parameter's value is not shown: %v", err)
+	}
+	var o Options
+	if err := applyDSN(&o, map[string]string{"shared_secretx": "hunter2-value"}); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("%v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -137,13 +136,7 @@ func TestMirrorsSqlmock(t *testing.T) {
 
 // TestMirrorsPgx needs a Postgres (SQLFLIGHT_POSTGRES_DSN).
 func TestMirrorsPgx(t *testing.T) {
-	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("SQLFLIGHT_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("SQLFLIGHT_POSTGRES_DSN not set")
-		}
-		t.Skip("SQLFLIGHT_POSTGRES_DSN not set")
-	}
+	dsn := postgresDSN(t)
 	pdb, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,19 @@ import (
 // Connect returns a virtual connection at once.
 type scope struct {
 	id uint64
-	// shared names the scope across the fleet, for the shared tier: its
-	// DSN, or Options.SharedScope for a connector ("": no shared tier).
-	shared string
+
+	// Who the scope's connections are (identity.go). fleetBase names the
+	// scope across the fleet before any server spoke: its resolved DSN, or
+	// a SharedConnector's name ("": never on the shared tier). shared is
+	// fleetBase with the server's identity, written once by the first real
+	// connection that tells it, before named is set; mixed is set when a
+	// later one reached another server.
+	fleetBase string
+	shared    string
+	named     atomic.Bool
+	mixed     atomic.Bool
+	idMu      sync.Mutex
+	server    *serverID // the first real connection's
 
 	learned atomic.Bool
 	mu      sync.Mutex

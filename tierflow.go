@@ -42,7 +42,7 @@ var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this 
 // L1.)
 func (s *Shield) sharedKey(rd *read) string {
 	ts := s.tier
-	if ts == nil || rd.c.sc.shared == "" || !rd.known || !ts.usable() {
+	if ts == nil || !rd.c.sc.sharing() || !rd.known || !ts.usable() {
 		return ""
 	}
 	if ts.blocked(rd.tables, rd.known) {

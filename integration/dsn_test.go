@@ -301,3 +301,26 @@ func TestDSNSharedRedisUnreachable(t *testing.T) {
 		t.Errorf("%d fresh hits after reading %d keys twice: the in-process cache did not serve", st.FreshHits, reads)
 	}
 }
+
+// TestDSNSharedURLHidesPassword: a sqlflight.shared Redis URL whose
+// password makes it unparsable ('/', a bad escape) or ambiguous ('@', ':'),
+// or whose path go-redis refuses, fails to open without the password in
+// the error.
+func TestDSNSharedURLHidesPassword(t *testing.T) {
+	pg := postgresDSN(t)
+	for _, pw := range []string{"pa/ss-w0rd", "pa%zzss-w0rd", "p@ss-w0rd", "pa:ss-w0rd", "p@s/s:%zz-w0rd"} {
+		for _, target := range []string{
+			"redis://user:" + pw + "@127.0.0.1:1/0",
+			"redis://user:" + pw + "@127.0.0.1:1/not-a-db",
+		} {
+			dsn := withDSNParams(t, pg, "sqlflight.shared", target, "application_name", "sqlflight_dsn_"+uniqueID(t))
+			err := openErr(t, dsn)
+			if err == nil {
+				continue // an ambiguous URL that parses to another password opens (lazily)
+			}
+			if strings.Contains(err.Error(), "w0rd") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		}
+	}
+}

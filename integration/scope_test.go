@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -107,4 +108,120 @@ func TestScopesNeverShare(t *testing.T) {
 		}
 		run(t, sh, dbA, dbB)
 	})
+}
+
+// envRoles makes two login roles whose unqualified table t holds different
+// rows ("$user" comes first in the default search_path), and returns them
+// with the password both have and a DSN text that names no user.
+func envRoles(t *testing.T) (a, b, password, dsn string) {
+	t.Helper()
+	base := postgresDSN(t)
+	admin := openRaw(t, base)
+	id := uniqueID(t)
+	a, b, password = "sqlflight_scope_a_"+id, "sqlflight_scope_b_"+id, "pw_"+id
+	for _, r := range []string{a, b} {
+		mustExec(t, admin,
+			fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, r, password),
+			fmt.Sprintf(`CREATE SCHEMA %[1]s AUTHORIZATION %[1]s`, r),
+			fmt.Sprintf(`CREATE TABLE %s.t (v text)`, r),
+			fmt.Sprintf(`INSERT INTO %s.t VALUES ('row of %s')`, r, r),
+			fmt.Sprintf(`GRANT SELECT ON %s.t TO %s`, r, r))
+		cleanupExec(t, admin, "DROP SCHEMA IF EXISTS "+r+" CASCADE", "DROP ROLE IF EXISTS "+r)
+	}
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn = fmt.Sprintf("host=%s port=%d dbname=%s sslmode=disable", cfg.Host, cfg.Port, cfg.Database)
+	return a, b, password, dsn
+}
+
+// TestSameDSNTextOtherUser: the same DSN text, opened after the environment
+// changed the user it reaches (PGUSER, or PGSERVICE with a service file),
+// never gets the first user's cached rows; a *sql.DB opened before the
+// change keeps reaching its own user.
+func TestSameDSNTextOtherUser(t *testing.T) {
+	a, b, password, dsn := envRoles(t)
+	t.Setenv("PGPASSWORD", password)
+	services := t.TempDir() + "/pg_service.conf"
+	if err := os.WriteFile(services, fmt.Appendf(nil, "[svc_a]\nuser=%s\n\n[svc_b]\nuser=%s\n", a, b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const q = `/* sqlflight: ttl=1m */ SELECT string_agg(v, ',') FROM t`
+	for _, tc := range []struct {
+		name       string
+		env        string
+		valA, valB string
+	}{
+		{"PGUSER", "PGUSER", a, b},
+		{"service file", "PGSERVICE", "svc_a", "svc_b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PGUSER", "")
+			t.Setenv("PGSERVICE", "")
+			t.Setenv("PGSERVICEFILE", services)
+			name := "sqlflight-scope-env-" + uniqueID(t)
+			sh := sqlflight.Register(name, stdlib.GetDefaultDriver())
+			t.Cleanup(func() { _ = sh.Close() })
+			ctx := testContext(t, time.Minute)
+			open := func() *sql.DB {
+				db, err := sql.Open(name, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = db.Close() })
+				return db
+			}
+			read := func(db *sql.DB) string {
+				var v string
+				if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				return v
+			}
+
+			t.Setenv(tc.env, tc.valA)
+			dbA := open()
+			// Read until the result is served from the cache.
+			waitUntil(t, time.Minute, func() string { return "a cache hit: " + statsString(sh.Stats()) }, func() bool {
+				if got := read(dbA); got != "row of "+a {
+					t.Fatalf("user a read %q", got)
+				}
+				return sh.Stats().FreshHits > 0
+			})
+
+			t.Setenv(tc.env, tc.valB)
+			dbB := open()
+			for range 3 {
+				if got := read(dbB); got != "row of "+b {
+					t.Fatalf("after %s changed, the same DSN text read %q: another user's cached rows", tc.env, got)
+				}
+			}
+
+			// dbA's new real connections still log in as a (four
+			// transactions at once: more than its real connections so far).
+			before := sh.Stats().RealConnsOpened
+			var txs []*sql.Tx
+			for range 4 {
+				tx, err := dbA.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				txs = append(txs, tx)
+				var who string
+				if err := tx.QueryRowContext(ctx, "SELECT current_user").Scan(&who); err != nil {
+					t.Fatal(err)
+				}
+				if who != a {
+					t.Errorf("a connection of the *sql.DB opened for %s logged in as %s", a, who)
+				}
+			}
+			for _, tx := range txs {
+				_ = tx.Rollback()
+			}
+			if sh.Stats().RealConnsOpened == before {
+				t.Errorf("no new real connection was opened: %s", statsString(sh.Stats()))
+			}
+		})
+	}
 }

@@ -48,6 +48,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,10 @@ func init() {
 func open(target string) (sqlflight.SharedTier, error) {
 	opt, err := redis.ParseURL(target)
 	if err != nil {
+		if _, ok := errors.AsType[*url.Error](err); ok {
+			// url.Parse's errors quote the URL (or a piece of it): the password with it.
+			return nil, errors.New("redistier: the URL does not parse")
+		}
 		return nil, fmt.Errorf("redistier: %w", err)
 	}
 	// The Shield bounds every call with a context deadline; let it bound the
