@@ -10,6 +10,7 @@ import (
 	"runtime"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -77,6 +78,7 @@ func panicAttr(r any) slog.Attr {
 var knownErrors = []error{
 	ErrOriginTimeout, ErrOriginPanicked, ErrOverloaded, ErrCircuitOpen, ErrBadAnnotation, ErrBadDSN,
 	errWaitExpired, errLeasedElsewhere, errSharedFormat, errUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
+	ErrNoSharedSecret, seal.ErrForged, seal.ErrFormat,
 }
 
 // errWhat returns a fixed description of err, or "" for an error this

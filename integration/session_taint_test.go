@@ -190,7 +190,7 @@ func TestTenantHelperChangesSessionTextOnly(t *testing.T) {
 // tierOptions are the options of the tests' Shields on the shared tier
 // under prefix: the one place they are built.
 func tierOptions(prefix string) sqlflight.Options {
-	return sqlflight.Options{KeyPrefix: prefix}
+	return sqlflight.Options{KeyPrefix: prefix, SharedSecret: "tenant tests share this fleet secret"}
 }
 
 // openTierPair opens two Shields (two instances) sharing one Redis under a
