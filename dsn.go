@@ -25,16 +25,39 @@ func splitDSN(dsn string) (string, map[string]string, error) {
 		return dsn, nil, nil
 	}
 	params := map[string]string{}
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.RawQuery != "" {
-		q := u.Query()
-		for k, vs := range q {
-			if name, ok := strings.CutPrefix(k, dsnPrefix); ok {
-				params[name] = vs[len(vs)-1]
-				q.Del(k)
+	if isURL(dsn) {
+		// By hand rather than with url.Parse, which refuses URLs that the
+		// parent accepts (several hosts, a '/' in the password): the rest of
+		// the DSN is kept byte for byte.
+		base, query, ok := strings.Cut(dsn, "?")
+		if !ok {
+			return dsn, params, nil
+		}
+		query, frag, hasFrag := strings.Cut(query, "#")
+		var kept []string
+		for kv := range strings.SplitSeq(query, "&") {
+			rawKey, rawVal, _ := strings.Cut(kv, "=")
+			key, err := url.QueryUnescape(rawKey)
+			if name, ok := strings.CutPrefix(key, dsnPrefix); ok && err == nil {
+				v, err := url.QueryUnescape(rawVal)
+				if err != nil {
+					return "", nil, fmt.Errorf("%w: %s%s: malformed escape in its value", ErrBadDSN, dsnPrefix, name)
+				}
+				params[name] = v
+				continue
+			}
+			if kv != "" {
+				kept = append(kept, kv)
 			}
 		}
-		u.RawQuery = q.Encode()
-		return u.String(), params, nil
+		out := base
+		if len(kept) > 0 {
+			out += "?" + strings.Join(kept, "&")
+		}
+		if hasFrag {
+			out += "#" + frag
+		}
+		return out, params, nil
 	}
 	var kept []string
 	for f := range strings.FieldsSeq(dsn) {
@@ -46,6 +69,20 @@ func splitDSN(dsn string) (string, map[string]string, error) {
 		kept = append(kept, f)
 	}
 	return strings.Join(kept, " "), params, nil
+}
+
+// isURL reports whether dsn is in URL form (scheme://…).
+func isURL(dsn string) bool {
+	i := strings.Index(dsn, "://")
+	if i <= 0 {
+		return false
+	}
+	for _, r := range dsn[:i] {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '+' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // applyDSN sets the Options fields named by DSN parameters.

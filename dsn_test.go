@@ -17,6 +17,12 @@ func TestSplitDSN(t *testing.T) {
 		{"postgres://u@h/db?sslmode=disable&sqlflight.max_bytes=128MiB&sqlflight.max_inflight=32", "postgres://u@h/db?sslmode=disable"},
 		{"host=h dbname=db sqlflight.max_inflight=32 sslmode=disable", "host=h dbname=db sslmode=disable"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
+		// URLs url.Parse refuses, which pgx accepts: several hosts, a '/' in
+		// the password. Nothing of sqlflight's reaches the parent; the rest
+		// is kept byte for byte.
+		{"postgres://u@h1:5432,h2:5433/db?sqlflight.max_inflight=32&target_session_attrs=read-write", "postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write"},
+		{"postgresql://u:pa/ss@h/db?sqlflight.shared_secret=s3cr%2Ft&sqlflight.max_inflight=32", "postgresql://u:pa/ss@h/db"},
+		{"postgres://u@h/db?a=%7A&sqlflight.max_inflight=32&b#frag", "postgres://u@h/db?a=%7A&b#frag"},
 	} {
 		out, params, err := splitDSN(tc.in)
 		if err != nil || out != tc.out {
@@ -25,6 +31,12 @@ func TestSplitDSN(t *testing.T) {
 		if tc.in != tc.out && params["max_inflight"] != "32" {
 			t.Errorf("%s: params %v", tc.in, params)
 		}
+	}
+	if _, params, _ := splitDSN("postgresql://u:pa/ss@h/db?sqlflight.shared_secret=s3cr%2Ft"); params["shared_secret"] != "s3cr/t" {
+		t.Errorf("the secret was not unescaped: %q", params["shared_secret"])
+	}
+	if _, _, err := splitDSN("postgres://u@h/db?sqlflight.shared_secret=%zzhidden"); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hidden") {
+		t.Errorf("a malformed escape: %v", err)
 	}
 	var o Options
 	err := applyDSN(&o, map[string]string{"max_bytes": "128MiB", "max_inflight": "32", "default": "soft=30s,hard=5m", "queue_timeout": "250ms"})
