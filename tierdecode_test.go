@@ -178,6 +178,34 @@ func TestDecodeSharedBombs(t *testing.T) {
 	}
 }
 
+// A value longer than the reader's limits is refused before its seal is
+// checked (a forged seal is not even noticed), and one within them is not.
+func TestOpenSharedRefusesLongValuesFirst(t *testing.T) {
+	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret))}
+	lim := wire.Limits{MaxBytes: 1 << 20}
+	long := SharedValue{Data: make([]byte, 1<<20+sharedFraming+1), Version: 1}
+	if _, err := openShared(ring, "ns:", "k", long, lim); !errors.Is(err, wire.ErrLimit) {
+		t.Fatalf("long value: %v, want wire.ErrLimit", err)
+	}
+	short := SharedValue{Data: make([]byte, 1<<20), Version: 1}
+	if _, err := openShared(ring, "ns:", "k", short, lim); err == nil || errors.Is(err, wire.ErrLimit) {
+		t.Fatalf("value within the limit: %v, want the seal's error", err)
+	}
+	// A value near the limits, encrypted, is read.
+	e := typicalEntry(1)
+	e.res.sets[0].vals[5] = make([]byte, 1<<20-4096)
+	body := sharedBody(t, e)
+	ring.Encrypt = true
+	sealed := ring.SealValue(append(make([]byte, seal.Prefix), body...), "ns:", "k", 1)
+	got, err := openShared(ring, "ns:", "k", SharedValue{Data: sealed, Version: 1}, lim)
+	if err != nil {
+		t.Fatalf("value of %d bytes: %v", len(sealed), err)
+	}
+	if got.res.bytes > lim.MaxBytes {
+		t.Fatalf("%d bytes read under a limit of %d", got.res.bytes, lim.MaxBytes)
+	}
+}
+
 // The reader's own policy bounds what it reads from the tier: a value its
 // policy would not have shared from its own origin is a miss.
 func TestDecodeSharedPolicyLimits(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"sync"
@@ -353,8 +354,17 @@ func (s *Shield) decodeLimits(pol Policy) wire.Limits {
 	return lim
 }
 
+// sharedFraming bounds what a value holds besides its wire payload: the
+// seal (at most 33 bytes), the header (at most 51) and the wire framing (9).
+const sharedFraming = 128
+
 // openShared checks the value v read under key and decodes it within lim.
+// A value longer than any lim accepts is refused before its seal is
+// checked.
 func openShared(ring *seal.Ring, ns, key string, v SharedValue, lim wire.Limits) (*entry, error) {
+	if max := lim.MaxBytes; max > 0 && int64(len(v.Data)) > max+sharedFraming {
+		return nil, fmt.Errorf("%w: %d bytes of value", wire.ErrLimit, len(v.Data))
+	}
 	body, err := ring.OpenValue(v.Data, ns, key, v.Version)
 	if err != nil {
 		return nil, err
