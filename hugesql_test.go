@@ -3,21 +3,11 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
-	"runtime"
 	"testing"
 
+	"github.com/sqlflight/sqlflight/internal/heaptest"
 	"github.com/sqlflight/sqlflight/internal/hugesql"
 )
-
-// allocated returns the bytes f allocated.
-func allocated(f func()) uint64 {
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
-	f()
-	runtime.ReadMemStats(&m1)
-	return m1.TotalAlloc - m0.TotalAlloc
-}
 
 // A statement of several megabytes costs a small multiple of its size to
 // run through the driver, not fifty times it; a huge INSERT still
@@ -52,7 +42,7 @@ func TestHugeStatementAllocations(t *testing.T) {
 		run  func()
 		n    int
 	}{{"IN-list SELECT", query, len(read)}, {"INSERT … VALUES", exec, len(insert)}} {
-		got := allocated(c.run)
+		got := heaptest.Allocated(c.run)
 		t.Logf("%s of %d bytes: %d bytes allocated (%.1f× its size)", c.name, c.n, got, float64(got)/float64(c.n))
 		if limit := uint64(3 * c.n); got > limit {
 			t.Errorf("%s of %d bytes allocated %d bytes, want at most %d", c.name, c.n, got, limit)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
 // memTier is a SharedTier in memory, shared by the Shields of a test as
@@ -866,7 +867,8 @@ func FuzzDecodeShared(f *testing.F) {
 	f.Add(good[:seal.Prefix+1])
 	f.Add(good[:len(good)/2])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := openShared(ring, "ns:", "k", SharedValue{Data: b, Version: 1})
+		e, err := openShared(ring, "ns:", "k", SharedValue{Data: b, Version: 1},
+			wire.Limits{MaxBytes: 1 << 20, MaxRows: 1 << 10, MaxSets: 16, MaxZoneLoads: 4})
 		if err != nil {
 			return
 		}
@@ -898,7 +900,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := ring.SealValue(body, "ns:", "k", 9)
-	got, err := openShared(ring, "ns:", "k", SharedValue{Data: bytes.Clone(b), Version: 9})
+	got, err := openShared(ring, "ns:", "k", SharedValue{Data: bytes.Clone(b), Version: 9}, wire.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -931,7 +933,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 	for i := range b {
 		b2 := bytes.Clone(b)
 		b2[i] ^= 0x55
-		if _, err := openShared(ring, "ns:", "k", SharedValue{Data: b2, Version: 9}); !errors.Is(err, seal.ErrForged) &&
+		if _, err := openShared(ring, "ns:", "k", SharedValue{Data: b2, Version: 9}, wire.Limits{}); !errors.Is(err, seal.ErrForged) &&
 			!errors.Is(err, seal.ErrFormat) {
 			t.Fatalf("value with byte %d altered: %v", i, err)
 		}
@@ -940,7 +942,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		key string
 		v   uint64
 	}{{"k2", 9}, {"k", 10}} {
-		if _, err := openShared(ring, "ns:", c.key, SharedValue{Data: bytes.Clone(b), Version: c.v}); !errors.Is(err, seal.ErrForged) {
+		if _, err := openShared(ring, "ns:", c.key, SharedValue{Data: bytes.Clone(b), Version: c.v}, wire.Limits{}); !errors.Is(err, seal.ErrForged) {
 			t.Fatalf("read as %s v%d: %v", c.key, c.v, err)
 		}
 	}
@@ -952,7 +954,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	scanTypes.Delete(typeName(reflect.TypeFor[private]()))
-	if _, err := decodeShared(b[seal.Prefix:]); !errors.Is(err, errUnknownScanType) {
+	if _, err := decodeShared(b[seal.Prefix:], wire.Limits{}); !errors.Is(err, errUnknownScanType) {
 		t.Fatalf("unknown scan type: %v", err)
 	}
 }

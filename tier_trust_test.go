@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
 // TestSharedTierNeedsASecret: a Shield given a tier without a secret
@@ -284,7 +285,8 @@ func BenchmarkSharedEnvelope(b *testing.B) {
 		res.sets[0].vals = append(res.sets[0].vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
 	}
 	for _, v := range res.sets[0].vals {
-		res.bytes += valueSize(v)
+		_, n, _ := copyValue(v, true)
+		res.bytes += n
 	}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Minute), hard: now.Add(time.Hour), last: now.Add(time.Hour)}
 	const ns, key, version = "sqlflight:", "0123456789abcdef0123456789abcdef", 1 << 50
@@ -309,9 +311,9 @@ func BenchmarkSharedEnvelope(b *testing.B) {
 			for b.Loop() {
 				var err error
 				if mode == "plain" {
-					_, err = decodeShared(body[seal.Prefix:])
+					_, err = decodeShared(body[seal.Prefix:], wire.Limits{})
 				} else {
-					_, err = openShared(ring, ns, key, SharedValue{Data: sealed, Version: version})
+					_, err = openShared(ring, ns, key, SharedValue{Data: sealed, Version: version}, wire.Limits{})
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"sync"
@@ -99,7 +99,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 		ts.stats.forged.Add(1)
 		return nil, nil
 	}
-	e, err := openShared(ts.ring, ts.ns, rd.l2, v)
+	e, err := openShared(ts.ring, ts.ns, rd.l2, v, s.decodeLimits(rd.plan.pol))
 	if err != nil {
 		ts.stats.decodeErrors.Add(1)
 		msg := "sqlflight: unreadable result in the shared tier; treated as a miss"
@@ -340,17 +340,43 @@ func encodeShared(e *entry) ([]byte, error) {
 
 var errSharedFormat = errors.New("sqlflight: unknown shared value")
 
-// openShared checks the value v read under key and decodes it.
-func openShared(ring *seal.Ring, ns, key string, v SharedValue) (*entry, error) {
+// decodeLimits are the bounds of a value read from the tier for a reader
+// of policy pol: the rows and bytes that reader would share from its own
+// origin. A value over them is not read at all (a miss).
+func (s *Shield) decodeLimits(pol Policy) wire.Limits {
+	lim := wire.Limits{MaxRows: pol.MaxRows, MaxBytes: pol.MaxBytes}
+	if lim.MaxRows <= 0 {
+		lim.MaxRows = s.opts.MaxResultRows
+	}
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = s.opts.MaxResultBytes
+	}
+	return lim
+}
+
+// sharedFraming bounds what a value holds besides its wire payload: the
+// seal (at most 33 bytes), the header (at most 51) and the wire framing (9).
+const sharedFraming = 128
+
+// openShared checks the value v read under key and decodes it within lim.
+// A value longer than any lim accepts is refused before its seal is
+// checked.
+func openShared(ring *seal.Ring, ns, key string, v SharedValue, lim wire.Limits) (*entry, error) {
+	if max := lim.MaxBytes; max > 0 && int64(len(v.Data)) > max+sharedFraming {
+		return nil, fmt.Errorf("%w: %d bytes of value", wire.ErrLimit, len(v.Data))
+	}
 	body, err := ring.OpenValue(v.Data, ns, key, v.Version)
 	if err != nil {
 		return nil, err
 	}
-	return decodeShared(body)
+	return decodeShared(body, lim)
 }
 
-// decodeShared decodes the body of an L2 value (after its seal is checked).
-func decodeShared(b []byte) (*entry, error) {
+// decodeShared decodes the body of an L2 value (after its seal is checked)
+// within lim (see wire.Limits): a value that is or would decode to more is
+// rejected before it costs more than lim.MaxBytes or lim.MaxZoneLoads time
+// zone lookups.
+func decodeShared(b []byte, lim wire.Limits) (*entry, error) {
 	if len(b) == 0 || b[0] != sharedFormat {
 		return nil, errSharedFormat
 	}
@@ -371,7 +397,7 @@ func decodeShared(b []byte) (*entry, error) {
 	if d[0] > d[1] || d[1] > d[2] {
 		return nil, wire.ErrCorrupt
 	}
-	w, err := wire.Decode(b)
+	w, err := wire.Decode(b, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -432,15 +458,25 @@ func toWire(res *result) *wire.Result {
 	return w
 }
 
+// Sizes of what fromWire keeps and what it leaves of a decoded result.
+var (
+	setBytes    = int64(reflect.TypeFor[resultSet]().Size())
+	columnBytes = int64(reflect.TypeFor[column]().Size() + reflect.TypeFor[string]().Size()) // cols and names
+)
+
+// fromWire makes a result of w, sharing its values and column strings. Its
+// size is w's (wire.Result.Bytes: values, strings, locations made for them)
+// less the wire's sets, columns and scan type names, which are dropped, plus
+// its own sets and columns.
 func fromWire(w *wire.Result) (*result, error) {
-	res := &result{mask: w.Mask, sets: make([]resultSet, len(w.Sets))}
+	res := &result{mask: w.Mask, sets: make([]resultSet, len(w.Sets)), bytes: w.Bytes}
 	for i := range w.Sets {
 		ws := &w.Sets[i]
 		rs := &res.sets[i]
 		rs.n, rs.vals = ws.Rows, ws.Values
 		rs.names = make([]string, len(ws.Columns))
 		rs.cols = make([]column, len(ws.Columns))
-		res.bytes += int64(len(ws.Columns)) * 96
+		res.bytes += setBytes - wire.SetBytes + int64(len(ws.Columns))*(columnBytes-wire.ColumnBytes)
 		for j := range ws.Columns {
 			wc := &ws.Columns[j]
 			c := &rs.cols[j]
@@ -451,30 +487,12 @@ func fromWire(w *wire.Result) (*result, error) {
 					return nil, errUnknownScanType
 				}
 				c.scanType = t.(reflect.Type)
+				res.bytes -= wire.ContentBytes(len(wc.ScanType))
 			}
 			c.length, c.lengthOK = wc.Length, wc.HasLength
 			c.nullable, c.nullOK = wc.Nullable, wc.HasNullable
 			c.precision, c.scale, c.precisionScaleOK = wc.Precision, wc.Scale, wc.HasPrecisionScale
 		}
-		for _, v := range rs.vals {
-			res.bytes += valueSize(v)
-		}
 	}
 	return res, nil
-}
-
-// valueSize is copyValue's estimate of v's size, without the copy.
-func valueSize(v driver.Value) int64 {
-	const word = 16
-	switch v := v.(type) {
-	case string:
-		return word + int64(len(v))
-	case []byte:
-		if v != nil {
-			return word + 24 + int64(len(v))
-		}
-	case time.Time:
-		return word + 24
-	}
-	return word
 }

@@ -8,8 +8,11 @@ import (
 )
 
 // bench25 is a typical 25-row result of six columns.
-func bench25(b *testing.B) *Result {
-	berlin := mustLoad(b, "Europe/Berlin")
+func bench25(b *testing.B) *Result { return benchRows(b, 25) }
+
+// benchRows is a typical result of n rows of six columns.
+func benchRows(tb testing.TB, n int) *Result {
+	berlin := mustLoad(tb, "Europe/Berlin")
 	cols := []Column{
 		{Name: "id", ScanType: "int64", DatabaseType: "INT8", Nullable: false, HasNullable: true},
 		{Name: "email", ScanType: "string", DatabaseType: "TEXT", HasNullable: true},
@@ -18,9 +21,9 @@ func bench25(b *testing.B) *Result {
 		{Name: "created_at", ScanType: "time.Time", DatabaseType: "TIMESTAMPTZ"},
 		{Name: "avatar", ScanType: "[]uint8", DatabaseType: "BYTEA", Length: 1 << 20, HasLength: true},
 	}
-	s := Set{Columns: cols, Rows: 25}
+	s := Set{Columns: cols, Rows: n}
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 123456000, berlin)
-	for i := range 25 {
+	for i := range n {
 		var avatar driver.Value
 		if i%3 != 0 {
 			avatar = make([]byte, 64)
@@ -50,19 +53,10 @@ func BenchmarkEncode25(b *testing.B) {
 	}
 }
 
-func BenchmarkDecode25(b *testing.B) {
-	buf, err := Encode(nil, bench25(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Decode(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkDecode25(b *testing.B) { benchDecode(b, bench25(b)) }
+
+// BenchmarkDecode10 decodes a typical 10-row result.
+func BenchmarkDecode10(b *testing.B) { benchDecode(b, benchRows(b, 10)) }
 
 func BenchmarkDecode25Named(b *testing.B) {
 	r := bench25(b)
@@ -70,6 +64,11 @@ func BenchmarkDecode25Named(b *testing.B) {
 	for i := 4; i < len(r.Sets[0].Values); i += 6 {
 		r.Sets[0].Values[i] = r.Sets[0].Values[i].(time.Time).In(berlin)
 	}
+	benchDecode(b, r)
+}
+
+// benchDecode decodes r's encoding under the default limits.
+func benchDecode(b *testing.B, r *Result) {
 	buf, err := Encode(nil, r)
 	if err != nil {
 		b.Fatal(err)
@@ -77,7 +76,7 @@ func BenchmarkDecode25Named(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Decode(buf); err != nil {
+		if _, err := Decode(buf, Limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}

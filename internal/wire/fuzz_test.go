@@ -9,13 +9,25 @@ import (
 	"time"
 )
 
+// fuzzLimits bound the memory and lookups of one fuzz input.
+var fuzzLimits = Limits{MaxBytes: 1 << 20, MaxRows: 1 << 12, MaxSets: 64, MaxZoneLoads: 4}
+
+// FuzzDecode: whatever the input, Decode within fuzzLimits returns an error
+// or a result within them that re-encodes to the same result. The seeds are
+// valid encodings of every value type and zone kind, and the decode bombs
+// (scaled to fuzzLimits).
 func FuzzDecode(f *testing.F) {
 	f.Add(sample(f))
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	named := time.Unix(7, 8)
+	if berlin != nil {
+		named = named.In(berlin)
+	}
 	for _, r := range []*Result{
 		{},
 		{Sets: []Set{{Rows: 3}}},
 		oneColumn(nil, int64(-7), 1.5, true, false, []byte(nil), []byte{}, []byte("b"), "s",
-			time.Unix(1, 2).UTC(), time.Unix(3, 4).In(time.FixedZone("F", -60)), time.Unix(5, 6).Local()),
+			time.Unix(1, 2).UTC(), time.Unix(3, 4).In(time.FixedZone("F", -60)), time.Unix(5, 6).Local(), named),
 	} {
 		b, err := Encode(nil, r)
 		if err != nil {
@@ -25,6 +37,12 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte("SQFW\x01"))
 	f.Add([]byte("SQFW\x02\x00\x00\x00\x00"))
+	f.Add(emptySetsBomb(100))
+	f.Add(bigValueBomb(tagBytes, 2<<20))
+	f.Add(bigValueBomb(tagString, 1<<20-64))
+	f.Add(zonesBomb(50, true))
+	f.Add(zonesBomb(50, false))
+	f.Add(seal(Version, 0, 2, 0, 0x80, 0x80, 0x80, 0x80, 0x07, 0, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkDecode(t, b)
 		// Random bytes rarely carry a valid checksum: also try them sealed,
@@ -38,23 +56,39 @@ func FuzzDecode(f *testing.F) {
 }
 
 func checkDecode(t *testing.T, b []byte) {
-	r, err := Decode(b)
+	r, err := Decode(b, fuzzLimits)
 	if err != nil {
 		if r != nil {
 			t.Fatal("result with error")
 		}
 		return
 	}
+	if r.Bytes > fuzzLimits.MaxBytes {
+		t.Fatalf("%d bytes decoded, limit %d", r.Bytes, fuzzLimits.MaxBytes)
+	}
+	rows := 0
+	for _, s := range r.Sets {
+		rows += s.Rows
+	}
+	if len(r.Sets) > fuzzLimits.MaxSets || rows > fuzzLimits.MaxRows {
+		t.Fatalf("%d sets, %d rows decoded", len(r.Sets), rows)
+	}
 	b2, err := Encode(nil, r)
 	if err != nil {
 		t.Fatalf("re-encode: %v", err)
 	}
-	r2, err := Decode(b2)
+	// The zones it loaded may have left the memo since: do not count them.
+	lim := fuzzLimits
+	lim.MaxZoneLoads = math.MaxInt32
+	r2, err := Decode(b2, lim)
 	if err != nil {
 		t.Fatalf("decode re-encoded: %v", err)
 	}
 	if d := diff(r, r2); d != "" {
 		t.Fatalf("re-encoded differs: %s", d)
+	}
+	if r.Bytes != r2.Bytes {
+		t.Fatalf("re-encoded counts %d bytes, not %d", r2.Bytes, r.Bytes)
 	}
 }
 
@@ -96,7 +130,7 @@ func FuzzRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Decode(b)
+		got, err := Decode(b, Limits{})
 		if err != nil {
 			t.Fatalf("Decode: %v", err)
 		}

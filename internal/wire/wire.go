@@ -56,19 +56,31 @@
 // database location that looks so at that instant (e.g. "EST", or "CET"
 // where it had no DST) decodes as such a fixed zone, with the same wall
 // clock, name and offset. Any other location is "named": at decode time it
-// is loaded with time.LoadLocation (successes are cached per process); if
-// it cannot be loaded, or its name, abbreviation
-// or offset at that instant differ from what was encoded (different tzdata),
-// it falls back to time.FixedZone(abbreviation, offset), so the wall clock
-// and printed zone are always what the encoder saw (only the location's name
-// and future transitions may then differ).
+// is loaded with time.LoadLocation (see Limits.MaxZoneLoads; the outcome,
+// success or failure, is remembered by the process for up to 1,024 names,
+// and a name longer than 64 bytes is never looked up); if it cannot be
+// loaded, or its name, abbreviation or offset at that instant differ from
+// what was encoded (different tzdata), it falls back to
+// time.FixedZone(abbreviation, offset), so the wall clock and printed zone
+// are always what the encoder saw (only the location's name and future
+// transitions may then differ). Values of one Decode share the fixed zones
+// it makes.
 //
 // # Limits
 //
-// Every count and length is checked against the remaining input before
-// anything is allocated, so a corrupt payload cannot cause an allocation
-// larger than a small constant multiple of its own size. Rows of no column
-// take no bytes; their count is capped at MaxRows.
+// Decode reads input it does not trust (a shared tier anyone with access
+// can write to) under Limits: the payload's length, the decoded result's
+// memory, its rows, its sets and the time zones it may load. Every count
+// and length is checked against the remaining input and against what is
+// left of the limits before anything is allocated, so a payload over the
+// limits is rejected (ErrLimit) having allocated little more than a small
+// constant, whatever it claims. Result.Bytes is the decoded result's
+// memory as Decode counts it: the Set and Column structs, column strings,
+// one interface word pair per value, each value's boxed payload
+// (string and slice headers, 8 bytes of a number, the 24 bytes of a
+// time.Time), string and []byte contents, and each time.Location made for
+// the result. A location loaded from tzdata is shared by the process and
+// not counted.
 package wire
 
 import (
@@ -78,7 +90,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -102,7 +116,54 @@ var (
 	// ErrVersion is returned by Decode for a payload of a format version it
 	// does not know.
 	ErrVersion = errors.New("wire: unknown format version")
+	// ErrLimit is returned (wrapped, naming the limit) by Decode for a
+	// payload that is or decodes to more than its Limits allow.
+	ErrLimit = errors.New("wire: payload over the decoder's limits")
 )
+
+// Limits bound what Decode may read and build from one payload. A zero or
+// negative field takes its default.
+type Limits struct {
+	// MaxBytes bounds the payload's length (its format header and
+	// checksum aside), checked before anything else, and the decoded
+	// result's memory (Result.Bytes), checked before each allocation.
+	// Default DefaultMaxBytes.
+	MaxBytes int64
+	// MaxRows bounds the rows of all sets together (rows of no column
+	// included). Default DefaultMaxRows.
+	MaxRows int
+	// MaxSets bounds the number of sets. Default DefaultMaxSets.
+	MaxSets int
+	// MaxZoneLoads bounds the time zones one Decode may look up in the tz
+	// database (time.LoadLocation) that the process has not looked up
+	// before, successfully or not: a payload needing more is rejected.
+	// Default DefaultMaxZoneLoads.
+	MaxZoneLoads int
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxBytes     = 64 << 20
+	DefaultMaxRows      = 1 << 20
+	DefaultMaxSets      = 1024
+	DefaultMaxZoneLoads = 16
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxRows <= 0 {
+		l.MaxRows = DefaultMaxRows
+	}
+	if l.MaxSets <= 0 {
+		l.MaxSets = DefaultMaxSets
+	}
+	if l.MaxZoneLoads <= 0 {
+		l.MaxZoneLoads = DefaultMaxZoneLoads
+	}
+	return l
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -131,7 +192,28 @@ type Set struct {
 type Result struct {
 	Sets []Set
 	Mask uint16 // optional Rows interfaces of the parent
+	// Bytes is set by Decode: the memory the result holds, as counted
+	// under Limits.MaxBytes (see the package doc). Encode ignores it.
+	Bytes int64
 }
+
+// Sizes Decode counts (Result.Bytes).
+var (
+	// SetBytes and ColumnBytes are the sizes of a Set and a Column struct.
+	SetBytes    = int64(reflect.TypeFor[Set]().Size())
+	ColumnBytes = int64(reflect.TypeFor[Column]().Size())
+)
+
+const (
+	valueBytes = 16 // an interface in Values
+	wordBytes  = 8  // a boxed int64 or float64
+	stringBox  = 16 // a boxed string header
+	sliceBox   = 24 // a boxed []byte header
+	timeBox    = 24 // a boxed time.Time
+	// locationBytes is a time.FixedZone location: the Location, its one
+	// zone and its one transition (measured: 160 bytes), name aside.
+	locationBytes = 160
+)
 
 const (
 	tagNil = iota
@@ -271,10 +353,11 @@ func appendTime(dst []byte, t time.Time) []byte {
 	return binary.AppendVarint(dst, int64(off))
 }
 
-// Decode decodes a payload written by Encode. It returns ErrVersion for a
-// payload of another format version and ErrCorrupt for any other invalid
-// input. The result shares no memory with b.
-func Decode(b []byte) (*Result, error) {
+// Decode decodes a payload written by Encode, within lim. It returns
+// ErrVersion for a payload of another format version, an error wrapping
+// ErrLimit for one over lim, and ErrCorrupt for any other invalid input.
+// The result shares no memory with b.
+func Decode(b []byte, lim Limits) (*Result, error) {
 	if len(b) < headerLen || string(b[:len(magic)]) != magic {
 		return nil, ErrCorrupt
 	}
@@ -284,20 +367,61 @@ func Decode(b []byte) (*Result, error) {
 	if len(b) < headerLen+trailerLen {
 		return nil, ErrCorrupt
 	}
+	lim = lim.withDefaults()
+	if int64(len(b)-headerLen-trailerLen) > lim.MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes of payload", ErrLimit, len(b))
+	}
 	body := b[:len(b)-trailerLen]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(body):]) {
 		return nil, ErrCorrupt
 	}
-	d := decoder{b: body[headerLen:]}
+	d := decoder{b: body[headerLen:], lim: lim}
 	r, ok := d.result()
+	if d.err != nil {
+		return nil, d.err
+	}
 	if !ok || len(d.b) != 0 {
 		return nil, ErrCorrupt
 	}
+	r.Bytes = d.used
 	return r, nil
 }
 
 type decoder struct {
-	b []byte
+	b   []byte
+	lim Limits
+	err error // a limit exceeded
+
+	used  int64 // memory allocated for the result so far
+	rows  int   // rows of all sets so far
+	loads int   // zone loads so far
+	zones []zoneKey
+}
+
+// zoneKey is a fixed zone this decode made, to share among its values.
+type zoneKey struct {
+	name string
+	off  int
+	loc  *time.Location
+}
+
+// maxZonesKept bounds the fixed zones one decoder remembers.
+const maxZonesKept = 8
+
+// over records that limit what was exceeded and returns false.
+func (d *decoder) over(what string) bool {
+	d.err = fmt.Errorf("%w: %s", ErrLimit, what)
+	return false
+}
+
+// charge counts n more bytes of memory, reporting false (and recording the
+// error) if that would exceed MaxBytes. Call it before allocating.
+func (d *decoder) charge(n int64) bool {
+	if n > d.lim.MaxBytes-d.used {
+		return d.over("memory")
+	}
+	d.used += n
+	return true
 }
 
 func (d *decoder) uvarint() (uint64, bool) {
@@ -347,9 +471,17 @@ func (d *decoder) raw() ([]byte, bool) {
 	return p, true
 }
 
+// ContentBytes is the memory Decode counts for n bytes of string or []byte
+// contents: the allocator's smallest unit is 8 bytes.
+func ContentBytes(n int) int64 { return int64(n+7) &^ 7 }
+
+// string reads a string, counting its bytes.
 func (d *decoder) string() (string, bool) {
 	p, ok := d.raw()
-	return string(p), ok
+	if !ok || !d.charge(ContentBytes(len(p))) {
+		return "", false
+	}
+	return string(p), true
 }
 
 const (
@@ -367,6 +499,12 @@ func (d *decoder) result() (*Result, bool) {
 	if !ok {
 		return nil, false
 	}
+	if nsets > d.lim.MaxSets {
+		return nil, d.over("sets")
+	}
+	if !d.charge(int64(nsets) * SetBytes) {
+		return nil, false
+	}
 	if nsets > 0 {
 		r.Sets = make([]Set, nsets)
 	}
@@ -380,7 +518,7 @@ func (d *decoder) result() (*Result, bool) {
 
 func (d *decoder) set(s *Set) bool {
 	ncols, ok := d.count(minColumnLen)
-	if !ok {
+	if !ok || !d.charge(int64(ncols)*ColumnBytes) {
 		return false
 	}
 	if ncols > 0 {
@@ -395,17 +533,21 @@ func (d *decoder) set(s *Set) bool {
 	if !ok || rows > MaxRows {
 		return false
 	}
-	s.Rows = int(rows)
-	if ncols == 0 {
-		return true
-	}
 	// Every value takes at least its tag byte.
-	if rows > uint64(len(d.b))/uint64(ncols) {
+	if ncols > 0 && rows > uint64(len(d.b))/uint64(ncols) {
 		return false
 	}
+	if rows > uint64(d.lim.MaxRows-d.rows) {
+		return d.over("rows")
+	}
+	d.rows += int(rows)
+	s.Rows = int(rows)
 	n := int(rows) * ncols
 	if n == 0 {
 		return true
+	}
+	if !d.charge(int64(n) * valueBytes) {
+		return false
 	}
 	s.Values = make([]driver.Value, n)
 	for i := range s.Values {
@@ -455,9 +597,9 @@ func (d *decoder) value() (driver.Value, bool) {
 		return nil, true
 	case tagInt64:
 		v, ok := d.varint()
-		return v, ok
+		return v, ok && d.charge(wordBytes)
 	case tagFloat64:
-		if len(d.b) < 8 {
+		if len(d.b) < 8 || !d.charge(wordBytes) {
 			return nil, false
 		}
 		v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
@@ -471,14 +613,20 @@ func (d *decoder) value() (driver.Value, bool) {
 		return []byte(nil), true
 	case tagBytes:
 		p, ok := d.raw()
-		if !ok {
+		if !ok || !d.charge(sliceBox+ContentBytes(len(p))) {
 			return nil, false
 		}
 		return append(make([]byte, 0, len(p)), p...), true
 	case tagString:
+		if !d.charge(stringBox) {
+			return nil, false
+		}
 		s, ok := d.string()
 		return s, ok
 	case tagTime:
+		if !d.charge(timeBox) {
+			return nil, false
+		}
 		t, ok := d.time()
 		return t, ok
 	}
@@ -505,7 +653,7 @@ func (d *decoder) time() (time.Time, bool) {
 	case zoneLocal:
 		return t.Local(), true
 	case zoneFixed:
-		name, ok := d.string()
+		name, ok := d.raw()
 		if !ok {
 			return time.Time{}, false
 		}
@@ -513,13 +661,14 @@ func (d *decoder) time() (time.Time, bool) {
 		if !ok {
 			return time.Time{}, false
 		}
-		return t.In(time.FixedZone(name, off)), true
+		loc, ok := d.fixedZone(name, off)
+		return t.In(loc), ok
 	case zoneNamed:
-		name, ok := d.string()
+		name, ok := d.raw()
 		if !ok {
 			return time.Time{}, false
 		}
-		abbr, ok := d.string()
+		abbr, ok := d.raw()
 		if !ok {
 			return time.Time{}, false
 		}
@@ -527,15 +676,56 @@ func (d *decoder) time() (time.Time, bool) {
 		if !ok {
 			return time.Time{}, false
 		}
-		if loc := loadLocation(name); loc != nil {
+		loc, ok := d.location(name)
+		if !ok {
+			return time.Time{}, false
+		}
+		if loc != nil {
 			lt := t.In(loc)
-			if a, o := lt.Zone(); a == abbr && o == off {
+			if a, o := lt.Zone(); a == string(abbr) && o == off {
 				return lt, true
 			}
 		}
-		return t.In(time.FixedZone(abbr, off)), true
+		loc, ok = d.fixedZone(abbr, off)
+		return t.In(loc), ok
 	}
 	return time.Time{}, false
+}
+
+// fixedZone returns time.FixedZone(name, off), made once per decode for
+// the last few zones (values of one result mostly share a zone), counting
+// each one it makes.
+func (d *decoder) fixedZone(name []byte, off int) (*time.Location, bool) {
+	for i := range d.zones {
+		if z := &d.zones[i]; z.off == off && z.name == string(name) {
+			return z.loc, true
+		}
+	}
+	if !d.charge(locationBytes + ContentBytes(len(name))) {
+		return nil, false
+	}
+	z := zoneKey{name: string(name), off: off}
+	z.loc = time.FixedZone(z.name, off)
+	if len(d.zones) == maxZonesKept {
+		copy(d.zones, d.zones[1:])
+		d.zones = d.zones[:maxZonesKept-1]
+	}
+	d.zones = append(d.zones, z)
+	return z.loc, true
+}
+
+// location returns the tz database location of that name, or nil if there
+// is none, charging the decode's budget of zone loads for a name the
+// process has not looked up before (it reports false past the budget).
+func (d *decoder) location(name []byte) (*time.Location, bool) {
+	if loc, ok := zones.lookup(name); ok {
+		return loc, true
+	}
+	if d.loads >= d.lim.MaxZoneLoads {
+		return nil, d.over("time zone loads")
+	}
+	d.loads++
+	return zones.load(string(name)), true
 }
 
 // isFixed reports whether t's location looks like a fixed zone: the same
@@ -556,24 +746,61 @@ func (d *decoder) offset() (int, bool) {
 	return int(v), true
 }
 
-// locations caches locations successfully loaded by name; only real tzdata
-// names succeed, so it stays small.
-var locations sync.Map // string → *time.Location
+// maxZoneName is the longest location name looked up. tz database names
+// are at most about 30 bytes; a longer one is never loaded.
+const maxZoneName = 64
 
-// loadLocation returns the named location, or nil if it cannot be loaded or
-// is not a location of exactly that name (LoadLocation maps "" and "UTC" to
-// time.UTC and "Local" to time.Local).
-func loadLocation(name string) *time.Location {
-	if v, ok := locations.Load(name); ok {
-		return v.(*time.Location)
+// maxZonesMemo bounds the names zoneMemo remembers.
+const maxZonesMemo = 1024
+
+// zoneMemo remembers the outcome of time.LoadLocation by name, successes
+// and failures alike (a failed lookup costs tens of microseconds of file
+// system work). It holds at most maxZonesMemo names: past that, a random
+// one is forgotten for each new one.
+type zoneMemo struct {
+	mu    sync.Mutex
+	known map[string]*time.Location // nil: the name does not load
+	loads atomic.Int64              // calls of time.LoadLocation
+}
+
+var zones = zoneMemo{known: make(map[string]*time.Location)}
+
+// ZoneLookups returns how many times this process looked a time zone up in
+// the tz database while decoding (time.LoadLocation calls).
+func ZoneLookups() int64 { return zones.loads.Load() }
+
+// lookup returns what the memo knows of name: its location (nil if it does
+// not load) and true, or false if name must be loaded. Names that can never
+// be a location's are known not to load.
+func (m *zoneMemo) lookup(name []byte) (*time.Location, bool) {
+	if len(name) == 0 || len(name) > maxZoneName || string(name) == "Local" {
+		// LoadLocation maps "" to UTC and "Local" to time.Local: neither
+		// is a location of that name.
+		return nil, true
 	}
-	if name == "" || name == "Local" {
-		return nil
-	}
+	m.mu.Lock()
+	loc, ok := m.known[string(name)]
+	m.mu.Unlock()
+	return loc, ok
+}
+
+// load looks name up in the tz database and remembers the outcome. It
+// returns nil if it cannot be loaded or is not a location of exactly that
+// name.
+func (m *zoneMemo) load(name string) *time.Location {
+	m.loads.Add(1)
 	loc, err := time.LoadLocation(name)
 	if err != nil || loc.String() != name {
-		return nil
+		loc = nil
 	}
-	locations.Store(name, loc)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.known[name]; !ok && len(m.known) >= maxZonesMemo {
+		for k := range m.known {
+			delete(m.known, k)
+			break
+		}
+	}
+	m.known[name] = loc
 	return loc
 }

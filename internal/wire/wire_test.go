@@ -82,13 +82,16 @@ func diff(a, b *Result) string {
 	return ""
 }
 
+// roomy limits let every valid encoding decode.
+var roomy = Limits{MaxBytes: 1 << 40, MaxRows: MaxRows, MaxSets: math.MaxInt32, MaxZoneLoads: math.MaxInt32}
+
 func roundTrip(t testing.TB, r *Result) *Result {
 	t.Helper()
 	b, err := Encode(nil, r)
 	if err != nil {
 		t.Fatalf("Encode: %v", err)
 	}
-	got, err := Decode(b)
+	got, err := Decode(b, roomy)
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -168,7 +171,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestDecodeNoAlias(t *testing.T) {
 	b, _ := Encode(nil, oneColumn([]byte("abc"), "def"))
-	r, err := Decode(b)
+	r, err := Decode(b, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func TestEncodeAppends(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(b, prefix) {
 		t.Fatalf("Encode: %q, %v", b, err)
 	}
-	if _, err := Decode(b[len(prefix):]); err != nil {
+	if _, err := Decode(b[len(prefix):], Limits{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -248,7 +251,7 @@ func sample(t testing.TB) []byte {
 
 func TestCorruption(t *testing.T) {
 	b := sample(t)
-	want, err := Decode(b)
+	want, err := Decode(b, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +260,7 @@ func TestCorruption(t *testing.T) {
 		for _, x := range []byte{0x01, 0x80, 0xff, 0x55} {
 			copy(c, b)
 			c[i] ^= x
-			r, err := Decode(c)
+			r, err := Decode(c, Limits{})
 			if err == nil {
 				t.Fatalf("flip %#x at %d: no error (diff %q)", x, i, diff(want, r))
 			}
@@ -271,17 +274,17 @@ func TestCorruption(t *testing.T) {
 				continue
 			}
 			c[i] = byte(v)
-			if _, err := Decode(c); err == nil {
+			if _, err := Decode(c, Limits{}); err == nil {
 				t.Fatalf("byte %d = %#x: no error", i, v)
 			}
 		}
 	}
 	for n := 0; n < len(b); n++ {
-		if _, err := Decode(b[:n]); !errors.Is(err, ErrCorrupt) {
+		if _, err := Decode(b[:n], Limits{}); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
-	if _, err := Decode(append(append([]byte(nil), b...), 0)); !errors.Is(err, ErrCorrupt) {
+	if _, err := Decode(append(append([]byte(nil), b...), 0), Limits{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("trailing byte: %v", err)
 	}
 }
@@ -299,14 +302,14 @@ func TestVersion(t *testing.T) {
 	for _, v := range []byte{0, 2, 0xff} {
 		c := append([]byte(nil), b...)
 		c[len(magic)] = v
-		if _, err := Decode(c); !errors.Is(err, ErrVersion) {
+		if _, err := Decode(c, Limits{}); !errors.Is(err, ErrVersion) {
 			t.Errorf("version %d: %v", v, err)
 		}
-		if _, err := Decode(seal(v)); !errors.Is(err, ErrVersion) {
+		if _, err := Decode(seal(v), Limits{}); !errors.Is(err, ErrVersion) {
 			t.Errorf("sealed version %d: %v", v, err)
 		}
 	}
-	if _, err := Decode([]byte("SQFW\x02")); !errors.Is(err, ErrVersion) {
+	if _, err := Decode([]byte("SQFW\x02"), Limits{}); !errors.Is(err, ErrVersion) {
 		t.Errorf("bare header: %v", err)
 	}
 }
@@ -335,12 +338,12 @@ func TestMalformed(t *testing.T) {
 		"truncated named loc": {0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, tagTime, 0, 0, zoneNamed, 3, 'U', 'T'},
 	}
 	for name, body := range cases {
-		if r, err := Decode(seal(Version, body...)); !errors.Is(err, ErrCorrupt) {
+		if r, err := Decode(seal(Version, body...), Limits{}); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, %+v", name, err, r)
 		}
 	}
 	// A well-formed hand-made body decodes.
-	if _, err := Decode(seal(Version, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, tagTime, 0, 0, zoneUTC)); err != nil {
+	if _, err := Decode(seal(Version, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, tagTime, 0, 0, zoneUTC), Limits{}); err != nil {
 		t.Errorf("valid body: %v", err)
 	}
 }
@@ -357,7 +360,7 @@ func TestNamedZoneFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Decode(b)
+	r, err := Decode(b, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +401,7 @@ func roundTripLoose(t *testing.T, r *Result) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Decode(b)
+	got, err := Decode(b, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +431,7 @@ func tzdataFixed(abbr string, off int32) []byte {
 
 func TestDecodeReencode(t *testing.T) {
 	b := sample(t)
-	r, err := Decode(b)
+	r, err := Decode(b, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,4 +442,13 @@ func TestDecodeReencode(t *testing.T) {
 	if !bytes.Equal(b, b2) {
 		t.Fatal("re-encoding differs")
 	}
+}
+
+// loadLocation returns the named location through the process's memo, or
+// nil if it does not load.
+func loadLocation(name string) *time.Location {
+	if loc, ok := zones.lookup([]byte(name)); ok {
+		return loc
+	}
+	return zones.load(name)
 }
