@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"database/sql/driver"
+	"github.com/sqlflight/sqlflight/internal/wire"
 	"io"
 	"reflect"
 	"time"
@@ -161,21 +162,16 @@ func captureColumns(rows driver.Rows, mask uint16) resultSet {
 // estimated size, and whether v may be shared: values of types outside
 // driver.Value may hold references the copy cannot see.
 func copyValue(v driver.Value, shareable bool) (driver.Value, int64, bool) {
-	const word = 16
 	switch v := v.(type) {
-	case nil, int64, float64, bool:
-		return v, word, shareable
-	case string:
-		return v, word + int64(len(v)), shareable
+	case nil, int64, float64, bool, string, time.Time:
+		return v, wire.Size(v), shareable
 	case []byte:
 		if v == nil {
-			return v, word, shareable
+			return v, wire.Size(v), shareable
 		}
-		return append(make([]byte, 0, len(v)), v...), word + 24 + int64(len(v)), shareable
-	case time.Time:
-		return v, word + 24, shareable
+		return append(make([]byte, 0, len(v)), v...), wire.Size(v), shareable
 	}
-	return v, word, false
+	return v, wire.Size(nil), false
 }
 
 // replay is one caller's cursor over a shared result. If tail is set, the

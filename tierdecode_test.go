@@ -267,3 +267,50 @@ func TestDecodeSharedCost(t *testing.T) {
 		}
 	}
 }
+
+// TestResultsWithinTheLimitDecode: a result the origin judged within a
+// byte limit decodes from the tier within the same policy's limit, whatever
+// its shape: the origin counts values as the decoder charges them.
+func TestResultsWithinTheLimitDecode(t *testing.T) {
+	const limit = 64 << 10
+	shapes := map[string]func(i int) []driver.Value{
+		"ints":          func(i int) []driver.Value { return []driver.Value{int64(i)} },
+		"short strings": func(i int) []driver.Value { return []driver.Value{"ab", int64(i), nil, true} },
+		"empty bytes":   func(i int) []driver.Value { return []driver.Value{[]byte{}, []byte(nil)} },
+		"times":         func(i int) []driver.Value { return []driver.Value{time.Unix(int64(i), 0).UTC()} },
+	}
+	for name, row := range shapes {
+		t.Run(name, func(t *testing.T) {
+			// As many rows as the origin accepts under limit.
+			var rows [][]driver.Value
+			for n := int64(0); ; {
+				r := row(len(rows))
+				for _, v := range r {
+					_, sz, _ := copyValue(v, true)
+					n += sz
+				}
+				if n > limit-int64(len(r))*96 {
+					break
+				}
+				rows = append(rows, r)
+			}
+			cols := make([]string, len(rows[0]))
+			for i := range cols {
+				cols[i] = fmt.Sprintf("c%d", i)
+			}
+			res, handoff, err := materialize(&fakeRows{cols: cols, rows: rows}, limits{rows: 1 << 30, bytes: limit})
+			if err != nil || handoff != nil {
+				t.Fatalf("the origin refused %d rows: %v", len(rows), err)
+			}
+			now := time.Now()
+			e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(time.Minute)}
+			s := New()
+			if _, err := decodeShared(sharedBody(t, e), wire.Limits{MaxBytes: 1 << 30}); err != nil {
+				t.Fatalf("unlimited: %v", err)
+			}
+			if _, err := decodeShared(sharedBody(t, e), s.decodeLimits(Policy{MaxBytes: limit})); err != nil {
+				t.Fatalf("%d rows the origin accepted (%d bytes counted) refused from the tier: %v", len(rows), res.bytes, err)
+			}
+		})
+	}
+}

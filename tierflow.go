@@ -351,8 +351,16 @@ func (s *Shield) decodeLimits(pol Policy) wire.Limits {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = s.opts.MaxResultBytes
 	}
+	// The origin counts values as the decoder charges them (wire.Size),
+	// columns and sets by estimate: a little room, so that a result the
+	// origin shared is never refused where it is read.
+	lim.MaxBytes += lim.MaxBytes/8 + decodeSlack
 	return lim
 }
+
+// decodeSlack is room the decoder leaves over a policy's byte limit for
+// what the origin counts by estimate (columns' metadata, result sets).
+const decodeSlack = 16 << 10
 
 // sharedFraming bounds what a value holds besides its wire payload: the
 // seal (at most 33 bytes), the header (at most 51) and the wire framing (9).

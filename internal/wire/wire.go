@@ -475,6 +475,27 @@ func (d *decoder) raw() ([]byte, bool) {
 // contents: the allocator's smallest unit is 8 bytes.
 func ContentBytes(n int) int64 { return int64(n+7) &^ 7 }
 
+// Size is the memory a decoded value holds in Set.Values (its interface
+// and what it boxes), as Decode charges it: what a producer of results
+// counts too, so that a result within a limit where it was made is within
+// the same limit where it is read.
+func Size(v driver.Value) int64 {
+	switch v := v.(type) {
+	case int64, float64:
+		return valueBytes + wordBytes
+	case []byte:
+		if v == nil {
+			return valueBytes
+		}
+		return valueBytes + sliceBox + ContentBytes(len(v))
+	case string:
+		return valueBytes + stringBox + ContentBytes(len(v))
+	case time.Time:
+		return valueBytes + timeBox
+	}
+	return valueBytes // nil, bool
+}
+
 // string reads a string, counting its bytes.
 func (d *decoder) string() (string, bool) {
 	p, ok := d.raw()
