@@ -133,7 +133,7 @@ func unknownZone(b []byte, i int) []byte {
 func TestDecodeSharedBombs(t *testing.T) {
 	s := New(Options{})
 	lim := s.decodeLimits(Policy{})
-	if lim.MaxBytes != DefaultMaxResultBytes || lim.MaxRows != DefaultMaxResultRows {
+	if lim.MaxBytes != DefaultMaxResultBytes+DefaultMaxResultBytes/8+decodeSlack || lim.MaxRows != DefaultMaxResultRows {
 		t.Fatalf("limits %+v", lim)
 	}
 	// 10,000 rows of 20 columns of unknown zones.
