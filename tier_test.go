@@ -306,7 +306,7 @@ func TestLeaseLoserGivesUpAfterWait(t *testing.T) {
 	tier := newMemTier(newFakeClock())
 	f := fleetOf(t, 1, tier, Options{})
 	tier.heldElsewhere.Store(true) // another instance holds every lease and never writes
-	q := "/* sqlflight: soft=10s wait=30ms */ SELECT n FROM items WHERE id = $1"
+	q := "/* sqlflight: soft=10s wait=300ms */ SELECT n FROM items WHERE id = $1"
 	if n := readN(t, f[0].db, q, 1); n != 1 {
 		t.Fatal(n)
 	}
@@ -757,7 +757,7 @@ func TestHungTierFailsNoCaller(t *testing.T) {
 			ht.deaf.Store(deaf)
 			// Callers whose deadline is near wait half of it, then query.
 			for i := range 5 {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				var n int64
 				if err := db.QueryRowContext(ctx, ttlQuery, i).Scan(&n); err != nil {
 					t.Fatalf("a caller failed because the tier hung: %v", err)

@@ -143,8 +143,10 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 	pause := 2 * time.Millisecond
 	// gaveUp counts a wait for another instance's holder that ran out
 	// (wherever the bound struck: in a look, a lease attempt or a pause).
-	gaveUp := func(waited bool) bool {
-		if waited && lctx.Err() != nil && ctx.Err() == nil {
+	// The bound strikes as lctx's end or as a call cut short to leave the
+	// caller time (errTierSlow), whichever the scheduler shows first.
+	gaveUp := func(waited bool, err error) bool {
+		if waited && ctx.Err() == nil && (lctx.Err() != nil || errors.Is(err, errTierSlow)) {
 			ts.stats.leaseExpired.Add(1)
 		}
 		return false
@@ -152,7 +154,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 	for waited := false; ; waited = true {
 		e, err := s.fetchShared(lctx, rd, f.seq)
 		if err != nil || lctx.Err() != nil {
-			return gaveUp(waited)
+			return gaveUp(waited, err)
 		}
 		if e != nil {
 			s.answerFromShared(st, f, rd, e)
@@ -161,7 +163,8 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		if !waited {
 			ts.stats.misses.Add(1)
 		}
-		if s.acquire(lctx, rd, ttl) {
+		held, err := s.acquire(lctx, rd, ttl)
+		if held {
 			// The holder before may have stored and released between our
 			// look and our lease: look once more before querying.
 			if e, err := s.fetchShared(lctx, rd, f.seq); err == nil && e != nil {
@@ -171,8 +174,8 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 			}
 			return false
 		}
-		if rd.version == 0 || lctx.Err() != nil {
-			return gaveUp(waited) // the tier failed, or no time is left
+		if err != nil || lctx.Err() != nil {
+			return gaveUp(waited, err) // the tier failed, or no time is left
 		}
 		if !waited {
 			ts.stats.leaseWaits.Add(1)
@@ -185,7 +188,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		case <-t.C:
 		case <-lctx.Done():
 			t.Stop()
-			return gaveUp(true)
+			return gaveUp(true, nil)
 		}
 	}
 }
@@ -197,24 +200,24 @@ func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
 }
 
 // acquire tries to take rd's lease; it reports whether it did. rd.version
-// is the version the lease came with, 0 if the tier failed.
-func (s *Shield) acquire(ctx context.Context, rd *read, ttl time.Duration) bool {
+// is the version the lease came with, 0 if the tier failed (the error).
+func (s *Shield) acquire(ctx context.Context, rd *read, ttl time.Duration) (bool, error) {
 	ts := s.tier
 	var l Lease
-	if ts.call(ctx, func(ctx context.Context) error {
+	if err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
 		l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
 		return err
-	}) != nil {
+	}); err != nil {
 		rd.version = 0
-		return false
+		return false, err
 	}
 	rd.version = l.Version
 	if l.Held {
 		ts.stats.leases.Add(1)
 		rd.lease = l
 	}
-	return l.Held
+	return l.Held, nil
 }
 
 // releaseLease gives rd's lease back, if it holds one. It is best effort
@@ -263,7 +266,7 @@ func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *sto
 		s.fillFromShared(st, f, rd, e)
 		return e.res, nil
 	}
-	if !s.acquire(ctx, rd, min(rd.originTimeout(s), s.tier.leaseTTL)) {
+	if held, _ := s.acquire(ctx, rd, min(rd.originTimeout(s), s.tier.leaseTTL)); !held {
 		if rd.version == 0 {
 			return nil, nil // the tier failed: refresh locally
 		}
