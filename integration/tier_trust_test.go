@@ -485,3 +485,35 @@ func TestTierRaisedCounterDoesNotOutliveAWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestTierLongInvalidationReachesTheFleet: a write to many tables with long
+// names (each within the bounds of a message's names) is still heard by
+// the other instances: its message must not be longer than a subscriber
+// reads, or their in-process caches would keep what it made stale.
+func TestTierLongInvalidationReachesTheFleet(t *testing.T) {
+	f := newTrustFleet(t)
+	a, b := f.node(t, false, sqlflight.Options{}), f.node(t, false, sqlflight.Options{})
+	f.fill(t, a, 1)
+	if got := f.read(t, b, 1); got != "old" {
+		t.Fatal(got)
+	}
+	// Changed behind sqlflight's back, then invalidated by hand.
+	mustExec(t, f.admin, fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table))
+	tables := []string{f.table}
+	for i := range 255 {
+		tables = append(tables, fmt.Sprintf("t%03d_%s", i, strings.Repeat("x", 250)))
+	}
+	heard, rejected := b.s.Stats().InvalidationsHeard, b.s.Stats().InvalidationsRejected
+	a.s.Invalidate(tables...)
+	waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("B hears the write: %+v", b.s.Stats()) },
+		func() bool {
+			st := b.s.Stats()
+			return st.InvalidationsHeard > heard || st.InvalidationsRejected > rejected
+		})
+	if st := b.s.Stats(); st.InvalidationsRejected > rejected {
+		t.Fatalf("B rejected the fleet's own invalidation: %+v", st)
+	}
+	if got := f.read(t, b, 1); got != "new" {
+		t.Fatalf("B read %q after the invalidation", got)
+	}
+}
