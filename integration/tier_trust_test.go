@@ -395,6 +395,32 @@ func TestTierUnderPerApplicationACL(t *testing.T) {
 	}
 }
 
+// writeHeard sets row 1's label to "new" through writer and waits until
+// listener heard the write.
+func (f *trustFleet) writeHeard(t *testing.T, writer, listener trustNode) {
+	t.Helper()
+	heard := listener.s.Stats().InvalidationsHeard
+	if _, err := writer.db.ExecContext(testContext(t, 30*time.Second), fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() string { return "the listener hears the write" },
+		func() bool { return listener.s.Stats().InvalidationsHeard > heard })
+}
+
+// readsNew checks that the writer and the listener of a write that set row
+// 1's label to "new" both read it so.
+func (f *trustFleet) readsNew(t *testing.T, writer, listener trustNode) {
+	t.Helper()
+	for _, n := range []struct {
+		name string
+		node trustNode
+	}{{"writer", writer}, {"listener", listener}} {
+		if got := f.read(t, n.node, 1); got != "new" {
+			t.Fatalf("the %s read %q: a value older than the write it saw was served", n.name, got)
+		}
+	}
+}
+
 // TestTierLoweredCounterDoesNotBringBackOldRows: the attacker lowers the
 // fleet's counter (and its base) below the version of a stored value before
 // a write, so that the write takes a number below that version, then puts
@@ -414,25 +440,13 @@ func TestTierLoweredCounterDoesNotBringBackOldRows(t *testing.T) {
 	if err := f.attacker.HSet(ctx, epochs, "\x00base", low, "\x00seq", low).Err(); err != nil {
 		t.Fatal(err)
 	}
-	heard := b.s.Stats().InvalidationsHeard
-	if _, err := a.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, func() string { return "B hears the write" },
-		func() bool { return b.s.Stats().InvalidationsHeard > heard })
+	f.writeHeard(t, a, b)
 	// The counter back above the value's version, so that it is "one the
 	// fleet handed out".
 	if err := f.attacker.HSet(ctx, epochs, "\x00seq", strconv.FormatUint(v+1000, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []struct {
-		name string
-		node trustNode
-	}{{"writer", a}, {"listener", b}} {
-		if got := f.read(t, n.node, 1); got != "new" {
-			t.Fatalf("the %s read %q: a value older than the write it saw was served", n.name, got)
-		}
-	}
+	f.readsNew(t, a, b)
 }
 
 // TestTierRaisedCounterDoesNotOutliveAWrite: the attacker raises the fleet's
@@ -467,23 +481,11 @@ func TestTierRaisedCounterDoesNotOutliveAWrite(t *testing.T) {
 	if err := f.attacker.HSet(ctx, epochs, "\x00seq", base).Err(); err != nil {
 		t.Fatal(err)
 	}
-	heard := b.s.Stats().InvalidationsHeard
-	if _, err := a.db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, func() string { return "B hears the write" },
-		func() bool { return b.s.Stats().InvalidationsHeard > heard })
+	f.writeHeard(t, a, b)
 	if err := f.attacker.HSet(ctx, epochs, "\x00seq", ahead).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []struct {
-		name string
-		node trustNode
-	}{{"writer", a}, {"listener", b}} {
-		if got := f.read(t, n.node, 1); got != "new" {
-			t.Fatalf("the %s read %q: a value older than the write it saw was served", n.name, got)
-		}
-	}
+	f.readsNew(t, a, b)
 }
 
 // TestTierLongInvalidationReachesTheFleet: a write to many tables with long
