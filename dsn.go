@@ -60,15 +60,81 @@ func splitDSN(dsn string) (string, map[string]string, error) {
 		return out, params, nil
 	}
 	var kept []string
-	for f := range strings.FieldsSeq(dsn) {
-		if rest, ok := strings.CutPrefix(f, dsnPrefix); ok {
-			k, v, _ := strings.Cut(rest, "=")
-			params[k] = strings.Trim(v, "'")
+	for _, f := range keywordValues(dsn) {
+		if name, ok := strings.CutPrefix(f.key, dsnPrefix); ok {
+			if !f.closed {
+				// Never quoted: the rest may hold the fleet's secret.
+				return "", nil, fmt.Errorf("%w: %s%s: a quote is not closed", ErrBadDSN, dsnPrefix, name)
+			}
+			params[name] = f.val
 			continue
 		}
-		kept = append(kept, f)
+		kept = append(kept, f.raw)
 	}
 	return strings.Join(kept, " "), params, nil
+}
+
+// kvField is one setting of a keyword/value DSN: as written, its keyword
+// and value, and whether its quote, if any, was closed.
+type kvField struct {
+	raw, key, val string
+	closed        bool
+}
+
+// keywordValues splits a keyword/value DSN as libpq (and pgx) read it:
+// spaces around '=', a value in single quotes (which may hold spaces) or
+// bare, a backslash escaping the next byte. A word without '=' is a field
+// of its own, without a value.
+func keywordValues(dsn string) []kvField {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+	skip := func(i int) int {
+		for i < len(dsn) && isSpace(dsn[i]) {
+			i++
+		}
+		return i
+	}
+	var fields []kvField
+	for i := skip(0); i < len(dsn); i = skip(i) {
+		start := i
+		for i < len(dsn) && dsn[i] != '=' && !isSpace(dsn[i]) {
+			i++
+		}
+		f := kvField{key: dsn[start:i], closed: true}
+		if j := skip(i); j < len(dsn) && dsn[j] == '=' {
+			i = skip(j + 1)
+			var val []byte
+			if i < len(dsn) && dsn[i] == '\'' {
+				f.closed = false
+				for i++; i < len(dsn); {
+					c := dsn[i]
+					i++
+					if c == '\'' {
+						f.closed = true
+						break
+					}
+					if c == '\\' && i < len(dsn) {
+						c = dsn[i]
+						i++
+					}
+					val = append(val, c)
+				}
+			} else {
+				for i < len(dsn) && !isSpace(dsn[i]) {
+					c := dsn[i]
+					i++
+					if c == '\\' && i < len(dsn) {
+						c = dsn[i]
+						i++
+					}
+					val = append(val, c)
+				}
+			}
+			f.val = string(val)
+		}
+		f.raw = dsn[start:i]
+		fields = append(fields, f)
+	}
+	return fields
 }
 
 // isURL reports whether dsn is in URL form (scheme://…).

@@ -32,6 +32,23 @@ func TestSplitDSN(t *testing.T) {
 			t.Errorf("%s: params %v", tc.in, params)
 		}
 	}
+	// Keyword/value settings as libpq reads them: a quoted value may hold
+	// spaces and escaped quotes; none of it reaches the parent.
+	for _, tc := range []struct{ in, out, secret string }{
+		{`host=h sqlflight.shared_secret='top secret half' dbname=db`, "host=h dbname=db", "top secret half"},
+		{`host=h sqlflight.shared_secret = 'it\'s a \\secret'  password='p w'`, "host=h password='p w'", `it's a \secret`},
+		{`sqlflight.shared_secret=bare\ escaped host=h`, "host=h", "bare escaped"},
+	} {
+		out, params, err := splitDSN(tc.in)
+		if err != nil || out != tc.out || params["shared_secret"] != tc.secret {
+			t.Errorf("%s → %q %q %v", tc.in, out, params["shared_secret"], err)
+		}
+	}
+	for _, bad := range []string{`host=h sqlflight.shared_secret='unterminated hidden`, `host=h sqlflight.shared_secret = 'hidden`} {
+		if _, _, err := splitDSN(bad); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hidden") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
 	if _, params, _ := splitDSN("postgresql://u:pa/ss@h/db?sqlflight.shared_secret=s3cr%2Ft"); params["shared_secret"] != "s3cr/t" {
 		t.Errorf("the secret was not unescaped: %q", params["shared_secret"])
 	}

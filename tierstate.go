@@ -79,10 +79,15 @@ const (
 	tierBackoffMax = 2 * time.Second
 	maxPending     = 1024 // tables remembered for publishing; beyond, "all"
 	// An invalidation names at most maxMessageTables tables, each at most
-	// maxTableName bytes long: a write to more, or to a longer name, is
-	// published (and, received, applied) as a write to every table.
+	// maxTableName bytes long and maxMessageNames together: a write to
+	// more, or to longer names, is published (and, received, applied) as a
+	// write to every table.
 	maxMessageTables = 256
 	maxTableName     = 255
+	// maxMessageNames bounds the bytes of an invalidation's names together,
+	// so that its message, whatever the bus's quoting (up to four bytes a
+	// byte), stays within what a subscriber reads (redistier: 64 KiB).
+	maxMessageNames = 8 << 10
 	// maxFloorTables bounds the tables whose fleet epochs an instance
 	// remembers; past it, one floor for every table.
 	maxFloorTables = 4096
@@ -415,12 +420,14 @@ func boundedTables(tables []string) bool {
 	if len(tables) > maxMessageTables {
 		return false
 	}
+	n := 0
 	for _, t := range tables {
 		if len(t) > maxTableName {
 			return false
 		}
+		n += len(t)
 	}
-	return true
+	return n <= maxMessageNames
 }
 
 // fleetFloor keeps, per table, the highest fleet epoch this instance knows

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -391,5 +392,130 @@ func TestTierUnderPerApplicationACL(t *testing.T) {
 	}
 	if err := u.Publish(ctx, "sqlflight:invalidate", "x").Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("a publish outside the prefix: %v", err)
+	}
+}
+
+// writeHeard sets row 1's label to "new" through writer and waits until
+// listener heard the write.
+func (f *trustFleet) writeHeard(t *testing.T, writer, listener trustNode) {
+	t.Helper()
+	heard := listener.s.Stats().InvalidationsHeard
+	if _, err := writer.db.ExecContext(testContext(t, 30*time.Second), fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() string { return "the listener hears the write" },
+		func() bool { return listener.s.Stats().InvalidationsHeard > heard })
+}
+
+// readsNew checks that the writer and the listener of a write that set row
+// 1's label to "new" both read it so.
+func (f *trustFleet) readsNew(t *testing.T, writer, listener trustNode) {
+	t.Helper()
+	for _, n := range []struct {
+		name string
+		node trustNode
+	}{{"writer", writer}, {"listener", listener}} {
+		if got := f.read(t, n.node, 1); got != "new" {
+			t.Fatalf("the %s read %q: a value older than the write it saw was served", n.name, got)
+		}
+	}
+}
+
+// TestTierLoweredCounterDoesNotBringBackOldRows: the attacker lowers the
+// fleet's counter (and its base) below the version of a stored value before
+// a write, so that the write takes a number below that version, then puts
+// the counter back up. Neither the writer nor an instance that heard the
+// write may serve the value the write made stale.
+func TestTierLoweredCounterDoesNotBringBackOldRows(t *testing.T) {
+	f := newTrustFleet(t)
+	a, b := f.node(t, true, sqlflight.Options{}), f.node(t, true, sqlflight.Options{})
+	ctx := testContext(t, time.Minute)
+	k1 := f.fill(t, a, 1)
+	v, err := f.attacker.HGet(ctx, k1, "v").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	epochs := f.prefix + "epochs"
+	low := strconv.FormatUint(v-1000, 10)
+	if err := f.attacker.HSet(ctx, epochs, "\x00base", low, "\x00seq", low).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.writeHeard(t, a, b)
+	// The counter back above the value's version, so that it is "one the
+	// fleet handed out".
+	if err := f.attacker.HSet(ctx, epochs, "\x00seq", strconv.FormatUint(v+1000, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.readsNew(t, a, b)
+}
+
+// TestTierRaisedCounterDoesNotOutliveAWrite: the attacker raises the fleet's
+// counter an hour ahead before a read fills the tier, so that the value
+// would take a version above the number of a later write, then lowers the
+// counter for the write and raises it again. No instance serves the value
+// after the write.
+func TestTierRaisedCounterDoesNotOutliveAWrite(t *testing.T) {
+	f := newTrustFleet(t)
+	a, b := f.node(t, true, sqlflight.Options{}), f.node(t, true, sqlflight.Options{})
+	ctx := testContext(t, time.Minute)
+	f.fill(t, a, 2) // makes the counter
+	epochs := f.prefix + "epochs"
+	now, err := f.attacker.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10)
+	if err := f.attacker.HSet(ctx, epochs, "\x00seq", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(t, a, 1); got != "old" {
+		t.Fatal(got)
+	}
+	waitUntil(t, 10*time.Second, func() string { return "A's lease given back" }, func() bool {
+		return len(redisKeys(t, f.addr, f.prefix+"lease:")) == 0
+	})
+	base, err := f.attacker.HGet(ctx, epochs, "\x00base").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.attacker.HSet(ctx, epochs, "\x00seq", base).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.writeHeard(t, a, b)
+	if err := f.attacker.HSet(ctx, epochs, "\x00seq", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.readsNew(t, a, b)
+}
+
+// TestTierLongInvalidationReachesTheFleet: a write to many tables with long
+// names (each within the bounds of a message's names) is still heard by
+// the other instances: its message must not be longer than a subscriber
+// reads, or their in-process caches would keep what it made stale.
+func TestTierLongInvalidationReachesTheFleet(t *testing.T) {
+	f := newTrustFleet(t)
+	a, b := f.node(t, false, sqlflight.Options{}), f.node(t, false, sqlflight.Options{})
+	f.fill(t, a, 1)
+	if got := f.read(t, b, 1); got != "old" {
+		t.Fatal(got)
+	}
+	// Changed behind sqlflight's back, then invalidated by hand.
+	mustExec(t, f.admin, fmt.Sprintf(`UPDATE %s SET label = 'new' WHERE id = 1`, f.table))
+	tables := []string{f.table}
+	for i := range 255 {
+		tables = append(tables, fmt.Sprintf("t%03d_%s", i, strings.Repeat("x", 250)))
+	}
+	heard, rejected := b.s.Stats().InvalidationsHeard, b.s.Stats().InvalidationsRejected
+	a.s.Invalidate(tables...)
+	waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("B hears the write: %+v", b.s.Stats()) },
+		func() bool {
+			st := b.s.Stats()
+			return st.InvalidationsHeard > heard || st.InvalidationsRejected > rejected
+		})
+	if st := b.s.Stats(); st.InvalidationsRejected > rejected {
+		t.Fatalf("B rejected the fleet's own invalidation: %+v", st)
+	}
+	if got := f.read(t, b, 1); got != "new" {
+		t.Fatalf("B read %q after the invalidation", got)
 	}
 }

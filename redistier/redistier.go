@@ -21,8 +21,12 @@
 //	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // The sequence and the epochs live in one key, so that Redis evicts them
-// together, and a sequence starts from Redis's clock in microseconds when
-// that key is made: if it was evicted (under an allkeys-* maxmemory policy),
+// together. The sequence follows Redis's clock in microseconds (a number is
+// the clock, or one more than the number before if that is higher), and no
+// version is handed out from a sequence more than a second ahead of the
+// clock: whoever lowers or raises the counter cannot make a write take a
+// number below the version of a value read before it. A sequence starts
+// from the clock when that key is made: if it was evicted (under an allkeys-* maxmemory policy),
 // the new sequence starts above every version written before, and Fetch
 // takes no value whose version is not above the base — nothing written
 // before the epochs were lost can be served. (A volatile-* policy or
@@ -144,17 +148,26 @@ const (
 
 // nextSeq is the Lua function that advances the fleet sequence kept in the
 // epochs hash k and returns it as Redis prints it (exact, where a Lua
-// number would print as 1.7e+15). A new hash starts the sequence at Redis's
-// clock in microseconds.
-const nextSeq = `
+// number would print as 1.7e+15), with Redis's clock in microseconds. A new
+// hash starts the sequence at that clock, and the sequence never falls
+// behind it: whoever lowers the counter in Redis cannot make a write take a
+// number below the version of a value read before it (versions are at
+// most the clock plus aheadSlack when they are handed out, see
+// acquireScript).
+const nextSeq = atLeast + `
 local function nextseq(k)
+	local t = redis.call('TIME')
+	local now = t[1] .. string.format('%06d', tonumber(t[2]))
 	if redis.call('HEXISTS', k, '\0seq') == 0 then
-		local t = redis.call('TIME')
-		local base = t[1] .. string.format('%06d', tonumber(t[2]))
-		redis.call('HSET', k, '\0base', base, '\0seq', base)
+		redis.call('HSET', k, '\0base', now, '\0seq', now)
 	end
 	redis.call('HINCRBY', k, '\0seq', 1)
-	return redis.call('HGET', k, '\0seq')
+	local seq = redis.call('HGET', k, '\0seq')
+	if not atleast(seq, now) then
+		redis.call('HSET', k, '\0seq', now)
+		seq = now
+	end
+	return seq, t
 end
 `
 
@@ -265,8 +278,17 @@ func (t *Tier) Store(ctx context.Context, ns, key string, data []byte, version u
 // A lease without a TTL (no instance writes one: somebody else did) is taken
 // as absent, and one longer than this lease's TTL is cut down to it, so
 // that no lease blocks a key for longer than an instance would hold it.
+//
+// A sequence more than aheadSlack ahead of Redis's clock was not made by
+// the fleet (its numbers follow the clock; only an attacker, or a clock
+// that stepped back, puts them ahead): no version is handed out, so that
+// no value can outlive a write whose number follows the clock.
 var acquireScript = redis.NewScript(nextSeq + `
-local seq = nextseq(KEYS[1])
+local seq, t = nextseq(KEYS[1])
+local limit = string.format('%d', tonumber(t[1]) + tonumber(ARGV[3])) .. string.format('%06d', tonumber(t[2]))
+if atleast(seq, limit) then
+	return redis.error_reply('the fleet sequence is ahead of the clock of Redis')
+end
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl == -1 then
 	redis.call('DEL', KEYS[2])
@@ -280,12 +302,19 @@ end
 return {seq, 0}
 `)
 
+// aheadSlack is how far, in whole seconds, the fleet sequence may run ahead
+// of Redis's clock (a burst of numbers within one microsecond, a clock
+// stepped back a little) before Acquire refuses to hand out versions. A
+// value read at most this long before a write could, if the attacker
+// raised the counter, be taken for newer than the write.
+const aheadSlack = 1
+
 // Acquire implements sqlflight.Leaser. The lease token is 16 random bytes,
 // hex-encoded.
 func (t *Tier) Acquire(ctx context.Context, ns, key string, ttl time.Duration) (sqlflight.Lease, error) {
 	token := newToken()
 	res, err := acquireScript.Run(ctx, t.client, []string{epochsKey(ns), leaseKey(ns, key)},
-		token, millis(ttl)).Slice()
+		token, millis(ttl), aheadSlack).Slice()
 	if err != nil {
 		return sqlflight.Lease{}, err
 	}
@@ -317,7 +346,7 @@ func (t *Tier) Release(ctx context.Context, ns, key string, lease sqlflight.Leas
 }
 
 var nextSeqScript = redis.NewScript(nextSeq + `
-return nextseq(KEYS[1])
+return (nextseq(KEYS[1]))
 `)
 
 // NextSeq implements sqlflight.InvalidationBus.

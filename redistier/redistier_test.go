@@ -300,6 +300,46 @@ func TestForgedVersionDoesNotPinAKey(t *testing.T) {
 	}
 }
 
+// TestSequenceFollowsTheClock: numbers never fall behind Redis's clock,
+// whatever the counter in Redis says (a write takes a number above every
+// version handed out before it, even after somebody lowered the counter),
+// and no version is handed out from a counter run ahead of the clock.
+func TestSequenceFollowsTheClock(t *testing.T) {
+	tier, c, ns := setup(t)
+	ctx := ctxT(t)
+	v := version(t, tier, ns)
+	low := strconv.FormatUint(v-1_000_000, 10)
+	if err := c.HSet(ctx, ns+"epochs", "\x00base", low, "\x00seq", low).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := tier.NextSeq(ctx, ns)
+	if err != nil || seq <= v {
+		t.Fatalf("NextSeq after the counter was lowered = %d, %v; want above %d", seq, err, v)
+	}
+	if l, err := tier.Acquire(ctx, ns, "k", time.Second); err != nil || l.Version <= seq {
+		t.Fatalf("Acquire after the counter was lowered = %+v, %v; want above %d", l, err, seq)
+	}
+
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := uint64(now.Add(time.Hour).UnixMicro())
+	if err := c.HSet(ctx, ns+"epochs", "\x00seq", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := tier.Acquire(ctx, ns, "k2", time.Second); err == nil {
+		t.Fatalf("Acquire from a counter an hour ahead of the clock = %+v; want an error", l)
+	}
+	if n, _ := c.Exists(ctx, ns+"lease:k2").Result(); n != 0 {
+		t.Fatal("a lease was taken with a refused version")
+	}
+	// Writes still take numbers (above every version handed out).
+	if seq, err := tier.NextSeq(ctx, ns); err != nil || seq <= ahead {
+		t.Fatalf("NextSeq from a counter ahead = %d, %v", seq, err)
+	}
+}
+
 // TestPublishNeverLowersAnEpoch: writers take their numbers first and
 // publish after, so they may publish out of order; an epoch keeps the
 // highest number published for it.
