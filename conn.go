@@ -58,6 +58,14 @@ type conn struct {
 	// the other sessions of the scope.
 	scoped       bool
 	sessionScope string
+	// The session when the current transaction began (txScoped,
+	// txScope); txRelabeled: a change under a scope made it a session of
+	// another scope since; txUndone: a statement failed or a savepoint was
+	// rolled back to after that.
+	txScoped    bool
+	txScope     string
+	txRelabeled bool
+	txUndone    bool
 }
 
 var (
@@ -277,6 +285,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		return nil, err
 	}
 	c.tx = &tx{c: c, parent: ptx}
+	c.beginTxSession()
 	return c.tx, nil
 }
 
@@ -463,6 +472,9 @@ var _ driver.Tx = (*tx)(nil)
 func (t *tx) Commit() error {
 	err := t.parent.Commit()
 	t.c.tx = nil
+	if err != nil && t.c.txRelabeled {
+		t.c.txUndone = true // it may have rolled back
+	}
 	t.c.endTx(true)
 	return err
 }
@@ -470,7 +482,14 @@ func (t *tx) Commit() error {
 func (t *tx) Rollback() error {
 	err := t.parent.Rollback()
 	t.c.tx = nil
+	relabeled := t.c.txRelabeled && !t.c.tainted
 	t.c.endTx(false)
+	if err != nil && relabeled {
+		// Whether the transaction's change under a scope was undone is
+		// unknown.
+		t.c.tainted, t.c.scoped, t.c.sessionScope = true, false, ""
+		t.c.held.Store(true)
+	}
 	return err
 }
 

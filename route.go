@@ -272,12 +272,14 @@ type write struct {
 func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 	r := f.r
 	var done []write
+	rolledBackTo := false // ROLLBACK TO SAVEPOINT (or, in a text of several statements, maybe)
 	for i := range r.Statements {
 		st := &r.Statements[i]
 		switch st.Tx {
 		case sqlscan.TxBegin:
 			if !failed || len(r.Statements) > 1 {
 				c.sqlTx = true
+				c.beginTxSession()
 			}
 		case sqlscan.TxCommit:
 			c.endTx(true)
@@ -286,9 +288,13 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		}
 		if st.Chain && st.Tx != sqlscan.TxNone {
 			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
+			c.beginTxSession()
+		}
+		if st.Kind == sqlscan.KindSavepoint && (len(r.Statements) > 1 || rollbackTo(r)) {
+			rolledBackTo = true
 		}
 		if st.Taints {
-			c.changeSession(ctx, st.TempObjects)
+			c.changeSession(ctx, st.TempObjects, failed)
 		}
 		if st.ClearsTaint && !failed {
 			c.resetSession()
@@ -313,33 +319,53 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 	}
 	if failed && len(r.Statements) > 1 {
 		// Where a failed multi-statement text left the session is unknown.
-		c.changeSession(ctx, false)
+		c.changeSession(ctx, false, true)
 	}
 	if len(r.Unknown) > 0 || (r.Kind == sqlscan.KindSelect && len(r.Statements) == 1) {
 		// A function that is not proven IMMUTABLE or STABLE may have
 		// changed the session (a tenant helper calling set_config), also
 		// when the text failed after it ran.
 		if f.fx.of(ctx, c, f).session {
-			c.changeSession(ctx, false)
+			c.changeSession(ctx, false, failed)
 		}
 	}
+	if c.inTx() && c.txRelabeled && (failed || rolledBackTo) {
+		// The transaction is aborted (a COMMIT rolls it back), or part of
+		// it was undone: whether the change under a scope holds at its end
+		// is unknown.
+		c.txUndone = true
+	}
 	return done
+}
+
+// rollbackTo reports whether r, a single statement of the savepoint kind,
+// is ROLLBACK TO SAVEPOINT.
+func rollbackTo(r *sqlscan.Result) bool {
+	word, _, _ := strings.Cut(r.Normalized, " ")
+	return strings.EqualFold(word, "ROLLBACK")
 }
 
 // changeSession notes that the session changed: it becomes a session of the
 // context's scope (WithScope), whose reads under that scope still share;
 // under no scope, or with temporary objects (which shadow tables of the
-// same name), it bypasses sharing until DISCARD ALL.
-func (c *conn) changeSession(ctx context.Context, temp bool) {
+// same name), it bypasses sharing until DISCARD ALL. failed says the
+// statement returned an error: PostgreSQL undid its change with its
+// transaction, or a text of several statements kept part of it, so a
+// session that was not already one of the scope becomes unknown.
+func (c *conn) changeSession(ctx context.Context, temp, failed bool) {
 	defer c.held.Store(true)
 	scope, ok := ScopeOf(ctx)
+	same := c.scoped && c.sessionScope == scope
 	switch {
 	case c.tainted:
-	case temp || !ok:
+	case temp || !ok, failed && !same:
 		c.tainted, c.scoped, c.sessionScope = true, false, ""
 	default:
 		// The application's word: what it changes under a scope sets
 		// everything the scope's reads depend on, whatever came before.
+		if c.inTx() && !same {
+			c.txRelabeled = true
+		}
 		c.scoped, c.sessionScope = true, scope
 	}
 }
@@ -350,8 +376,19 @@ func (c *conn) resetSession() {
 	c.held.Store(false)
 }
 
+// beginTxSession notes what the session was when a transaction began: a
+// rollback undoes the changes made under a scope in it (settings are
+// transactional), and the session is again what it was.
+func (c *conn) beginTxSession() {
+	c.txScoped, c.txScope = c.scoped, c.sessionScope
+	c.txRelabeled, c.txUndone = false, false
+}
+
 // endTx ends the transaction's bookkeeping; a commit bumps the epochs of
-// every table written in it.
+// every table written in it. A change under a scope made in the
+// transaction is undone by a rollback, and is of unknown effect after a
+// commit that may have rolled back (a failed statement, a rollback to a
+// savepoint, a Commit that failed): the session is then unknown.
 func (c *conn) endTx(commit bool) {
 	if c.txWrites.ddl {
 		c.s.schemaGen.Add(1)
@@ -359,6 +396,16 @@ func (c *conn) endTx(commit bool) {
 	if commit {
 		c.s.bump(c.txWrites.tables, !c.txWrites.all)
 	}
+	if c.txRelabeled && !c.tainted {
+		switch {
+		case !commit:
+			c.scoped, c.sessionScope = c.txScoped, c.txScope
+			c.held.Store(c.scoped)
+		case c.txUndone:
+			c.tainted, c.scoped, c.sessionScope = true, false, ""
+		}
+	}
+	c.txRelabeled, c.txUndone = false, false
 	c.txWrites = writeSet{}
 	c.sqlTx = false
 }

@@ -23,9 +23,12 @@ type scopeKey struct{}
 // go straight to the database. In return, the application promises that
 // the statements it runs under a scope set everything its reads depend on
 // (the tenant setting, a role, a search_path), whatever the connection held
-// before: two sessions of one scope must answer every read alike. Temporary
-// tables, and any change made under no scope, still make the connection
-// bypass sharing until DISCARD ALL.
+// before: two sessions of one scope must answer every read alike. A change
+// that a rollback undid leaves the session what it was before its
+// transaction; one whose fate is unknown (a statement that failed, a
+// COMMIT after a failed statement or a rollback to a savepoint) makes the
+// session an unknown one. Temporary tables, and any change made under no
+// scope, still make the connection bypass sharing until DISCARD ALL.
 //
 // The scope's value enters keys (and, hashed, the shared tier's keys); it
 // never appears in metrics or logs.
