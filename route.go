@@ -329,6 +329,11 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 			c.changeSession(ctx, false, failed)
 		}
 	}
+	if r.Kind == sqlscan.KindExplain && explainRuns(r) {
+		// EXPLAIN ANALYZE runs its statement, and no verdict sees what it
+		// calls through a view: a tenant helper may be among it.
+		c.changeSession(ctx, false, failed)
+	}
 	if c.inTx() && c.txRelabeled && (failed || rolledBackTo) {
 		// The transaction is aborted (a COMMIT rolls it back), or part of
 		// it was undone: whether the change under a scope holds at its end

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
 // TestScopedChangeUndone: a change under a scope that a rollback undid
@@ -127,5 +129,24 @@ func (x *connT) exec(ctx context.Context, stmts ...string) {
 	for _, q := range stmts {
 		_, err := x.c.ExecContext(ctx, q)
 		x.must(err)
+	}
+}
+
+// TestExplainAnalyzeChangesSession: EXPLAIN ANALYZE runs its statement, and
+// what it calls through a view is seen by no verdict: the session counts as
+// changed. A plain EXPLAIN runs nothing.
+func TestExplainAnalyzeChangesSession(t *testing.T) {
+	s := New()
+	sc := s.newScope()
+	for sql, changes := range map[string]bool{
+		"EXPLAIN ANALYZE SELECT * FROM tenant_view":          true,
+		"EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM items": true,
+		"EXPLAIN SELECT * FROM tenant_view":                  false,
+	} {
+		c := &conn{s: s, sc: sc}
+		c.record(context.Background(), &fate{r: sqlscan.Scan(sql)}, false)
+		if c.tainted != changes {
+			t.Errorf("%s: session changed %v, want %v", sql, c.tainted, changes)
+		}
 	}
 }

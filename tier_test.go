@@ -234,7 +234,7 @@ const testSecretDSN = "a-test-fleet-secret-of-32-bytes."
 func TestSharedTierServesOtherInstances(t *testing.T) {
 	tier := newMemTier(newFakeClock())
 	f := fleetOf(t, 3, tier, Options{})
-	if n := readN(t, f[0].db, ttlQuery, 1); n != 1 {
+	if n := readShared(t, f[0], ttlQuery, 1); n != 1 {
 		t.Fatal(n)
 	}
 	for _, in := range f[1:] {
