@@ -477,3 +477,62 @@ func TestFeedFleetHolderTakeover(t *testing.T) {
 	}
 	t.Logf("new holder: %s", feedStats(shields[1]))
 }
+
+// feedLatency makes writes outside sqlflight and measures, for each, the
+// time from its commit (as the writer sees it) until a cached read on db
+// returns its value. It logs p50 and p99; it asserts only that every write
+// was seen.
+func feedLatency(t *testing.T, out *pgx.Conn, db *sql.DB, writes int) (p50, p99 time.Duration) {
+	t.Helper()
+	ctx := testContext(t, 5*time.Minute)
+	lat := make([]time.Duration, 0, writes)
+	for i := range writes {
+		want := fmt.Sprintf("w%d", i)
+		if _, err := out.Exec(ctx, `UPDATE items SET v = $1 WHERE id = 1`, want); err != nil {
+			t.Fatal(err)
+		}
+		committed := time.Now()
+		deadline := committed.Add(30 * time.Second)
+		for {
+			var v string
+			if err := db.QueryRowContext(ctx, feedRead, 1).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			if v == want {
+				lat = append(lat, time.Since(committed))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d never reached the cached read (it returns %q)", i, v)
+			}
+		}
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[(len(lat)*99+99)/100-1]
+}
+
+// TestFeedReplicationLatency measures how soon an outside write reaches
+// cached reads: in one process, and on the instance of a two-instance
+// fleet that does not hold the feed (the holder publishes through Redis).
+func TestFeedReplicationLatency(t *testing.T) {
+	const writes = 300
+	dsn := feedDatabase(t)
+	out := outsider(t, dsn)
+	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
+
+	db, s := openFlight(t, dsn, feedOptions())
+	_ = readV(t, db, 1)
+	p50, p99 := feedLatency(t, out, db, writes)
+	t.Logf("one process, %d outside writes: commit → cached read sees it: p50 %v, p99 %v (feed delay p99 bucket ≤ %vs)",
+		writes, p50, p99, s.Stats().FeedDelay.Quantile(0.99))
+	_ = db.Close()
+	_ = s.Close()
+
+	dbs, shields := feedFleet(t, dsn, 2)
+	if h := holders(shields); !slices.Equal(h, []int{0}) {
+		t.Fatalf("feed holders %v, want the first instance", h)
+	}
+	_ = readV(t, dbs[1], 1)
+	p50, p99 = feedLatency(t, out, dbs[1], writes)
+	t.Logf("two-instance fleet, read on the standby, %d outside writes: p50 %v, p99 %v", writes, p50, p99)
+}
