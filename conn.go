@@ -213,7 +213,7 @@ func (c *conn) Close() error {
 	if !c.closed && c.sc.live.Add(-1) == 0 {
 		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
 		if f := c.sc.feed.Load(); f != nil {
-			go f.pause() // nor its feed (the next Connect resumes it)
+			go f.pauseIfIdle() // nor its feed (the next Connect resumes it)
 		}
 	}
 	c.closed = true

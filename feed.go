@@ -264,6 +264,21 @@ func (f *scopeFeed) pause() {
 	}
 }
 
+// pauseIfIdle pauses the feed if its scope has no open connection (one
+// that opened since resumes it; ensure and this are ordered by f.mu).
+func (f *scopeFeed) pauseIfIdle() {
+	f.mu.Lock()
+	cancel, done := f.cancel, f.done
+	if f.sc.live.Load() > 0 || cancel == nil {
+		f.mu.Unlock()
+		return
+	}
+	f.cancel, f.done = nil, nil
+	f.mu.Unlock()
+	cancel()
+	<-done
+}
+
 // stop ends the feed for good.
 func (f *scopeFeed) stop() {
 	f.mu.Lock()

@@ -136,10 +136,11 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		s.stats.realConns.Add(1)
 		return newConn(s, sc, open, rc), nil
 	}
+	c := newConn(s, sc, open, nil) // counted live before the feed is resumed
 	if f := sc.feed.Load(); f != nil {
 		f.ensure() // paused when the scope's last connection closed
 	}
-	return newConn(s, sc, open, nil), nil
+	return c, nil
 }
 
 // connMask reports the parent's optional interfaces in the form the virtual
