@@ -185,6 +185,7 @@ func (st *store) wait() {
 // the Shield keep working, uncached, after Close. Close does not close any
 // *sql.DB.
 func (s *Shield) Close() error {
+	s.closeFeeds()
 	if ts := s.tier; ts != nil {
 		if ts.stop != nil {
 			ts.stop() // stops hearing other instances (idempotent)

@@ -220,6 +220,9 @@ func (c *conn) Close() error {
 	defer c.mu.Unlock()
 	if !c.closed && c.sc.live.Add(-1) == 0 {
 		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
+		if f := c.sc.feed.Load(); f != nil {
+			go f.pauseIfIdle() // nor its feed (the next Connect resumes it)
+		}
 	}
 	c.closed = true
 	if c.busy != nil || c.real == nil {

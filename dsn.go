@@ -196,6 +196,15 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.SharedEncrypt, err = strconv.ParseBool(v)
 		case "insecure_trust_shared_tier":
 			o.InsecureTrustSharedTier, err = strconv.ParseBool(v)
+		case "feed":
+			o.Feed, err = parseFeedMode(v)
+		case "feed_publication":
+			o.FeedPublication = v
+			if !validPublication(v) {
+				err = errors.New("1 to 63 letters, digits, '_' or '$'")
+			}
+		case "feed_lease_ttl":
+			o.FeedLeaseTTL, err = parseDuration(v)
 		case "strict":
 			o.Strict, err = strconv.ParseBool(v)
 		case "default":

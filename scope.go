@@ -58,6 +58,8 @@ type scope struct {
 
 	stmtMask    atomic.Uint32 // optional interfaces of the parent's statements …
 	stmtLearned atomic.Bool   // … once a statement was prepared
+
+	feed atomic.Pointer[scopeFeed] // the change feed (feed.go), once started
 }
 
 // stmtShape returns the shape of the parent's statements, once known.
@@ -110,6 +112,12 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.mu.Unlock()
 
 		rc, err := open(ctx)
+		if err == nil {
+			// The feed is established before anything is cached (feed.go).
+			if err = s.startFeed(ctx, sc, rc); err != nil {
+				_ = rc.Close()
+			}
+		}
 
 		sc.mu.Lock()
 		sc.probing = nil
@@ -128,7 +136,11 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		s.stats.realConns.Add(1)
 		return newConn(s, sc, open, rc), nil
 	}
-	return newConn(s, sc, open, nil), nil
+	c := newConn(s, sc, open, nil) // counted live before the feed is resumed
+	if f := sc.feed.Load(); f != nil {
+		f.ensure() // paused when the scope's last connection closed
+	}
+	return c, nil
 }
 
 // connMask reports the parent's optional interfaces in the form the virtual

@@ -155,6 +155,32 @@ type Options struct {
 	// make every instance serve rows of their choosing and ignore or invent
 	// invalidations. Only for a Redis that nobody else can reach.
 	InsecureTrustSharedTier bool
+
+	// Feed follows every committed change to a PostgreSQL database, by
+	// any client, and invalidates what it may have changed (DSN:
+	// sqlflight.feed=replication or sqlflight.feed=notify): FeedReplication
+	// reads the logical replication stream, FeedNotify the notifications
+	// of the triggers `sqlflight triggers install` creates. Each scope
+	// runs one feed on a connection of its own; with a shared tier, one
+	// instance of the fleet runs it for all (see FeedMode and the README's
+	// "Change feed"). The first Connect of a scope fails with an error
+	// wrapping ErrFeedUnavailable when the feed cannot be established.
+	// Entries keep their TTLs whatever the feed does: a feed that is down
+	// or late never makes an entry fresher than its TTL allows.
+	Feed FeedMode
+
+	// FeedPublication names the publication a replication feed reads
+	// (DSN: sqlflight.feed_publication); zero means
+	// DefaultFeedPublication. A publication that does not exist is created
+	// FOR ALL TABLES, which needs a superuser. Changes to tables outside
+	// it are not seen.
+	FeedPublication string
+
+	// FeedLeaseTTL is how long the lease of a fleet's feed holder lasts
+	// unless renewed (DSN: sqlflight.feed_lease_ttl; zero:
+	// DefaultFeedLeaseTTL): when the holder dies, another instance takes
+	// the feed over after at most this long.
+	FeedLeaseTTL time.Duration
 }
 
 // An Option configures a Shield. Options is the Option of this package;
@@ -192,6 +218,8 @@ type Shield struct {
 	// tierErr refuses every connection: a tier was given without a usable
 	// secret (ErrNoSharedSecret).
 	tierErr error
+
+	feedStats feedCounters // the change feeds of its scopes
 }
 
 // New returns a Shield configured by opts (later options win).
@@ -318,6 +346,27 @@ type Stats struct {
 	Probes        uint64
 	ProbeFailures uint64
 	ProbeDuration Histogram
+
+	// The change feed (Options.Feed; zero without one). FeedState is
+	// "starting", "current" (streaming, caught up), "lagging" (streaming,
+	// over a second behind), "down" (failed; it is opened again after a
+	// back-off) or "standby" (another instance of the fleet holds it);
+	// with several scopes, the worst of theirs. FeedLag is how far behind
+	// the server the feed was at its last applied transaction (0 once the
+	// server said it is caught up). FeedDelay is the distribution of that
+	// delay, from each transaction's commit (server clock) to its
+	// invalidations. FeedResyncs counts the streams established again,
+	// each of which dropped every cached entry; FeedErrors the failures,
+	// FeedLastError the last one's class (a SQLSTATE or a kind, never its
+	// message).
+	FeedState        string
+	FeedLag          time.Duration
+	FeedTransactions uint64 // committed transactions applied
+	FeedChanges      uint64 // changed rows (and truncated tables) applied
+	FeedResyncs      uint64
+	FeedErrors       uint64
+	FeedLastError    string
+	FeedDelay        Histogram
 }
 
 // Stats returns a snapshot of s's counters.
@@ -343,6 +392,7 @@ func (s *Shield) Stats() Stats {
 		st.InvalidationResyncs = c.resyncs.Load()
 		st.SharedForged, st.InvalidationsRejected = c.forged.Load(), c.rejected.Load()
 	}
+	s.feedSnapshot(&st)
 	return st
 }
 

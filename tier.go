@@ -66,6 +66,12 @@ type Leaser interface {
 	// (compare-and-delete): a lease that expired and was taken by another
 	// instance is not released.
 	Release(ctx context.Context, ns, key string, lease Lease) error
+
+	// Renew extends the lease on key to ttl from now if it still holds
+	// lease.Token (compare-and-pexpire), and reports whether it did: a
+	// lease that expired, or was taken by another instance, is not
+	// renewed. The change feed's holder renews its lease while it runs.
+	Renew(ctx context.Context, ns, key string, lease Lease, ttl time.Duration) (bool, error)
 }
 
 // Lease is the outcome of Leaser.Acquire.

@@ -17,6 +17,14 @@
 // down. A Shield whose tier could not be attached (its subscription
 // failed) runs without one, and so exports none of them either.
 //
+// The metrics of the change feed (sqlflight_feed_*) are exported only for a
+// Shield with a feed (Stats.FeedState is not empty): sqlflight_feed_state
+// (1 for the current state, 0 for the others, by label state),
+// sqlflight_feed_lag_seconds, sqlflight_feed_delay_seconds (commit to
+// invalidation), and the counters sqlflight_feed_transactions_total,
+// sqlflight_feed_changes_total, sqlflight_feed_resyncs_total and
+// sqlflight_feed_errors_total.
+//
 // Label values (the shield name, policy names) are made valid UTF-8 before
 // they reach Prometheus, each invalid byte sequence becoming U+FFFD; policy
 // names that then coincide are exported as one. A name= annotation that is
@@ -47,6 +55,10 @@ var BypassReasons = []string{
 	"arguments", "too large", "busy connection", "bad annotation",
 }
 
+// FeedStates are the state label values of sqlflight_feed_state, each
+// exported on every scrape of a Shield with a change feed.
+var FeedStates = []string{"starting", "current", "lagging", "down", "standby"}
+
 // An Option configures a collector.
 type Option func(*config)
 
@@ -75,6 +87,9 @@ type Collector struct {
 	counters []counter
 	gauges   []gauge
 	shared   []counter // exported only with a shared tier
+	feed     []counter // exported only with a change feed
+
+	feedState, feedLag, feedDelay *prometheus.Desc
 
 	sharedUp                                      *prometheus.Desc
 	bypassed, cacheHits, breakerState             *prometheus.Desc
@@ -190,6 +205,21 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	shr("invalidation_resyncs_total", "Times the invalidation subscription was made again and the in-process cache dropped everything.",
 		func(st *sqlflight.Stats) uint64 { return st.InvalidationResyncs })
 
+	fd := func(name, help string, value func(*sqlflight.Stats) uint64) {
+		c.feed = append(c.feed, counter{desc(name, help), value})
+	}
+	fd("feed_transactions_total", "Committed transactions the change feed applied.",
+		func(st *sqlflight.Stats) uint64 { return st.FeedTransactions })
+	fd("feed_changes_total", "Changed rows (and truncated tables) the change feed applied.",
+		func(st *sqlflight.Stats) uint64 { return st.FeedChanges })
+	fd("feed_resyncs_total", "Times the change feed was established again and the cache dropped every entry.",
+		func(st *sqlflight.Stats) uint64 { return st.FeedResyncs })
+	fd("feed_errors_total", "Failures of the change feed (connection lost, refused, slot gone).",
+		func(st *sqlflight.Stats) uint64 { return st.FeedErrors })
+	c.feedState = desc("feed_state", "State of the change feed: 1 for the current state (label state), 0 for the others.", "state")
+	c.feedLag = desc("feed_lag_seconds", "How far behind the server the change feed was at its last applied transaction.")
+	c.feedDelay = desc("feed_delay_seconds", "Time from a transaction's commit (server clock) to its invalidations.")
+
 	gau := func(name, help string, value func(*sqlflight.Stats) int64) {
 		c.gauges = append(c.gauges, gauge{desc(name, help), value})
 	}
@@ -237,6 +267,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.shared {
 		ch <- m.desc
 	}
+	for _, m := range c.feed {
+		ch <- m.desc
+	}
+	ch <- c.feedState
+	ch <- c.feedLag
+	ch <- c.feedDelay
 	ch <- c.sharedUp
 	ch <- c.bypassed
 	ch <- c.cacheHits
@@ -270,6 +306,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if v, ok := sharedStates[st.SharedState]; ok {
 			ch <- prometheus.MustNewConstMetric(c.sharedUp, prometheus.GaugeValue, v)
 		}
+	}
+	if st.FeedState != "" { // a change feed: see the package documentation
+		for _, m := range c.feed {
+			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(&st)))
+		}
+		for _, s := range FeedStates {
+			v := 0.0
+			if s == st.FeedState {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.feedState, prometheus.GaugeValue, v, s)
+		}
+		ch <- prometheus.MustNewConstMetric(c.feedLag, prometheus.GaugeValue, st.FeedLag.Seconds())
+		ch <- constHistogram(c.feedDelay, st.FeedDelay)
 	}
 
 	reasons := make(map[string]uint64, len(BypassReasons)+1)

@@ -345,6 +345,28 @@ func (t *Tier) Release(ctx context.Context, ns, key string, lease sqlflight.Leas
 	return releaseScript.Run(ctx, t.client, []string{leaseKey(ns, key)}, lease.Token).Err()
 }
 
+// renewScript extends a lease to ARGV[2] milliseconds if it still holds
+// the token ARGV[1] (compare-and-pexpire).
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`)
+
+// Renew implements sqlflight.Leaser. A lease that was not held is not
+// renewed.
+func (t *Tier) Renew(ctx context.Context, ns, key string, lease sqlflight.Lease, ttl time.Duration) (bool, error) {
+	if !lease.Held {
+		return false, nil
+	}
+	n, err := renewScript.Run(ctx, t.client, []string{leaseKey(ns, key)}, lease.Token, millis(ttl)).Int()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
 var nextSeqScript = redis.NewScript(nextSeq + `
 return (nextseq(KEYS[1]))
 `)

@@ -1,0 +1,324 @@
+package sqlflight
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// The logical replication source of the change feed: a connection in
+// replication=database mode, a TEMPORARY slot of the pgoutput plugin (it
+// vanishes with the connection, so nothing retains WAL when the process
+// dies), the publication Options.FeedPublication (created FOR ALL TABLES
+// when missing), protocol version 1. Each committed transaction's changes
+// are applied at its Commit message, in commit order.
+
+const (
+	// feedStatusInterval is how often the feed tells the server how far it
+	// applied (and asks for a keepalive, which tells how far the server is).
+	feedStatusInterval = time.Second
+	// feedSilence is how long the feed waits for any message (it asks for
+	// one every feedStatusInterval) before it takes the connection for dead.
+	feedSilence = 10 * time.Second
+)
+
+// replicate runs one replication stream until it fails or ctx ends.
+func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
+	cfg := f.cfg.Copy().Config // pgconn's configuration
+	rp := make(map[string]string, len(cfg.RuntimeParams)+1)
+	for k, v := range cfg.RuntimeParams {
+		rp[k] = v
+	}
+	rp["replication"] = "database"
+	cfg.RuntimeParams = rp
+	// A context's end sets a deadline on the socket: no cancel request,
+	// which would end the stream.
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+	}
+	conn, err := pgconn.ConnectConfig(ctx, &cfg)
+	if err != nil {
+		return connectError(err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+
+	pub := f.s.feedPublication()
+	if err := checkReplication(ctx, conn, pub); err != nil {
+		return err
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	slot := "sqlflight_" + hex.EncodeToString(id[:])
+	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Temporary: true, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil {
+		return slotError(err)
+	}
+	start, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return fmt.Errorf("sqlflight: the server's consistent point does not parse: %w", err)
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", `publication_names '"` + pub + `"'`},
+	})
+	if err != nil {
+		return slotError(err)
+	}
+	ready()
+	d := decoder{relations: map[uint32]*pglogrepl.RelationMessage{}}
+	return f.stream(ctx, conn, start, &d)
+}
+
+// stream reads the replication stream.
+func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, d *decoder) error {
+	nextStatus := time.Now()
+	heard := time.Now()
+	for {
+		now := time.Now()
+		if !now.Before(nextStatus) {
+			err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{
+				WALWritePosition: applied, WALFlushPosition: applied, WALApplyPosition: applied,
+				ClientTime: now, ReplyRequested: true,
+			})
+			if err != nil {
+				return err
+			}
+			nextStatus = now.Add(feedStatusInterval)
+		}
+		if now.Sub(heard) > feedSilence {
+			return errFeedSilent
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		msg, err := conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return err
+		}
+		heard = time.Now()
+		var data []byte
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			data = m.Data
+		case *pgproto3.ErrorResponse:
+			return pgconn.ErrorResponseToPgError(m)
+		default:
+			continue
+		}
+		if len(data) == 0 {
+			continue
+		}
+		switch data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+			if err != nil {
+				return err
+			}
+			if !d.inTx {
+				// Everything the server sent is applied: the feed is
+				// caught up to where the server is.
+				applied = max(applied, ka.ServerWALEnd)
+				f.noteLag(0)
+			}
+			if ka.ReplyRequested {
+				nextStatus = time.Time{}
+			}
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(data[1:])
+			if err != nil {
+				return err
+			}
+			m, err := pglogrepl.Parse(xld.WALData)
+			if err != nil {
+				return fmt.Errorf("sqlflight: a replication message does not parse: %w", err)
+			}
+			if cs, commit, done := d.decode(m); done {
+				f.applyAt(cs, commit.CommitTime)
+				applied = max(applied, commit.TransactionEndLSN)
+			}
+		}
+	}
+}
+
+// errFeedSilent ends a stream from which nothing was heard for too long.
+var errFeedSilent = errors.New("sqlflight: the replication connection went silent")
+
+// decoder turns pgoutput messages into the changes of each committed
+// transaction.
+type decoder struct {
+	relations map[uint32]*pglogrepl.RelationMessage
+	inTx      bool
+	changes   []change
+}
+
+// decode takes one message; at a Commit it returns the transaction's
+// changes and done.
+func (d *decoder) decode(m pglogrepl.Message) (cs []change, commit *pglogrepl.CommitMessage, done bool) {
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		d.relations[m.RelationID] = m
+	case *pglogrepl.BeginMessage:
+		d.inTx, d.changes = true, nil
+	case *pglogrepl.InsertMessage:
+		rel := d.relations[m.RelationID]
+		d.add(rel, change{new: rowValues(rel, m.Tuple, false)})
+	case *pglogrepl.UpdateMessage:
+		rel := d.relations[m.RelationID]
+		c := change{new: rowValues(rel, m.NewTuple, false)}
+		switch m.OldTupleType {
+		case pglogrepl.UpdateMessageTupleTypeKey:
+			c.old = rowValues(rel, m.OldTuple, true)
+		case pglogrepl.UpdateMessageTupleTypeOld:
+			c.old = rowValues(rel, m.OldTuple, false)
+		default:
+			// No old tuple: the replica identity did not change, so its
+			// columns had the values they have now; the others are unknown.
+			c.old = rowValues(rel, m.NewTuple, true)
+		}
+		d.add(rel, c)
+	case *pglogrepl.DeleteMessage:
+		rel := d.relations[m.RelationID]
+		c := change{old: map[string]*string{}}
+		switch m.OldTupleType {
+		case pglogrepl.DeleteMessageTupleTypeKey:
+			c.old = rowValues(rel, m.OldTuple, true)
+		case pglogrepl.DeleteMessageTupleTypeOld:
+			c.old = rowValues(rel, m.OldTuple, false)
+		}
+		d.add(rel, c)
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			d.add(d.relations[id], change{whole: true})
+		}
+	case *pglogrepl.CommitMessage:
+		cs = d.changes
+		d.inTx, d.changes = false, nil
+		return cs, m, true
+	}
+	return nil, nil, false
+}
+
+// add records a change of rel; a change of a relation the stream never
+// described touches an unknown table (the whole database).
+func (d *decoder) add(rel *pglogrepl.RelationMessage, c change) {
+	if rel == nil {
+		c = change{whole: true}
+	} else {
+		c.table = rel.Namespace + "." + rel.RelationName
+	}
+	d.changes = append(d.changes, c)
+}
+
+// rowValues returns the text values of a tuple of rel by column name: nil
+// for NULL, and no entry for what is unknown (an unchanged TOASTed value,
+// a value in binary form, or with keyOnly, every column outside the
+// replica identity — a key tuple sends those as NULLs).
+func rowValues(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData, keyOnly bool) map[string]*string {
+	out := map[string]*string{}
+	if rel == nil || t == nil {
+		return out
+	}
+	for i, col := range t.Columns {
+		if i >= len(rel.Columns) {
+			break
+		}
+		rc := rel.Columns[i]
+		if keyOnly && rc.Flags&1 == 0 {
+			continue
+		}
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			out[rc.Name] = nil
+		case pglogrepl.TupleDataTypeText:
+			v := string(col.Data)
+			out[rc.Name] = &v
+		}
+	}
+	return out
+}
+
+// checkReplication checks what the feed needs of the server beyond the
+// connection: wal_level = logical and the publication, which it creates
+// FOR ALL TABLES when missing.
+func checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) error {
+	rows, err := conn.Exec(ctx, `SELECT pg_catalog.current_setting('wal_level'), `+
+		`EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = '`+pub+`')`).ReadAll()
+	if err != nil {
+		return feedUnavailable(err, "cannot read the server's settings on the replication connection (%s)", errorClass(err))
+	}
+	if len(rows) != 1 || len(rows[0].Rows) != 1 || len(rows[0].Rows[0]) != 2 {
+		return feedUnavailable(nil, "unexpected answer to the settings query")
+	}
+	row := rows[0].Rows[0]
+	if level := string(row[0]); level != "logical" {
+		return feedUnavailable(nil, "the server's wal_level is %s, not logical "+
+			"(ALTER SYSTEM SET wal_level = logical, then restart the server)", level)
+	}
+	if string(row[1]) == "t" {
+		return nil
+	}
+	_, err = conn.Exec(ctx, `CREATE PUBLICATION "`+pub+`" FOR ALL TABLES`).ReadAll()
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe) && pe.Code == "42710": // made by another instance meanwhile
+		return nil
+	case errors.As(err, &pe) && pe.Code == "42501":
+		return feedUnavailable(err, "the publication %q does not exist and this role may not create it FOR ALL TABLES "+
+			"(that needs a superuser): create it (CREATE PUBLICATION %s FOR ALL TABLES, or FOR TABLE …) "+
+			"or name an existing one in Options.FeedPublication (sqlflight.feed_publication)", pub, pub)
+	}
+	return feedUnavailable(err, "cannot create the publication %q (%s)", pub, errorClass(err))
+}
+
+// connectError explains why the replication connection was refused.
+func connectError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "42501":
+			return feedUnavailable(err, "the role lacks the REPLICATION attribute (ALTER ROLE … REPLICATION; "+
+				"managed services have their own switch, e.g. the rds_replication role)")
+		case "28000":
+			return feedUnavailable(err, "the server refuses a replication connection for this role and database (pg_hba.conf)")
+		case "53300":
+			return feedUnavailable(err, "the server has no free WAL sender or connection slot (max_wal_senders, max_connections)")
+		}
+	}
+	return feedUnavailable(err, "cannot open the feed's replication connection (%s)", errorClass(err))
+}
+
+// slotError explains why the replication slot could not be made or
+// started.
+func slotError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53400":
+			return feedUnavailable(err, "the server has no free replication slot (max_replication_slots)")
+		case "55000":
+			return feedUnavailable(err, "the server cannot decode its WAL logically (wal_level = logical is needed)")
+		case "42501":
+			return feedUnavailable(err, "the role may not create a replication slot (the REPLICATION attribute)")
+		}
+	}
+	return feedUnavailable(err, "cannot start the replication stream (%s)", errorClass(err))
+}
