@@ -53,9 +53,10 @@ const (
 	// FeedReplication follows PostgreSQL's logical replication stream
 	// (the pgoutput plugin, a publication, a temporary slot). The server
 	// needs wal_level = logical and a free replication slot and WAL
-	// sender; the role needs the REPLICATION attribute, and either the
-	// publication (Options.FeedPublication) must exist or the role must
-	// be allowed to create it FOR ALL TABLES (a superuser).
+	// sender; the role needs the REPLICATION attribute, and the
+	// publication (Options.FeedPublication) must exist: the feed never
+	// makes one (a table in a publication of updates and deletes needs a
+	// replica identity for UPDATE and DELETE).
 	FeedReplication FeedMode = "replication"
 	// FeedNotify LISTENs for the notifications of the triggers that
 	// `sqlflight triggers install` creates.
@@ -65,8 +66,8 @@ const (
 // Defaults of the feed Options.
 const (
 	// DefaultFeedPublication is the publication a replication feed reads
-	// when Options.FeedPublication is empty; it is created FOR ALL TABLES
-	// if it does not exist.
+	// when Options.FeedPublication is empty (CREATE PUBLICATION sqlflight
+	// FOR ALL TABLES, or FOR TABLE …).
 	DefaultFeedPublication = "sqlflight"
 	// DefaultFeedLeaseTTL is how long a fleet's feed holder's lease lasts
 	// without renewal (Options.FeedLeaseTTL).

@@ -17,8 +17,8 @@ import (
 // The logical replication source of the change feed: a connection in
 // replication=database mode, a TEMPORARY slot of the pgoutput plugin (it
 // vanishes with the connection, so nothing retains WAL when the process
-// dies), the publication Options.FeedPublication (created FOR ALL TABLES
-// when missing), protocol version 1. Each committed transaction's changes
+// dies), the publication Options.FeedPublication (which must exist:
+// the feed never makes one), protocol version 1. Each committed transaction's changes
 // are applied at its Commit message, in commit order.
 
 const (
@@ -255,8 +255,7 @@ func rowValues(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData, keyOnly b
 }
 
 // checkReplication checks what the feed needs of the server beyond the
-// connection: wal_level = logical and the publication, which it creates
-// FOR ALL TABLES when missing.
+// connection: wal_level = logical and the publication.
 func checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) error {
 	rows, err := conn.Exec(ctx, `SELECT pg_catalog.current_setting('wal_level'), `+
 		`EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = '`+pub+`')`).ReadAll()
@@ -274,19 +273,12 @@ func checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) erro
 	if string(row[1]) == "t" {
 		return nil
 	}
-	_, err = conn.Exec(ctx, `CREATE PUBLICATION "`+pub+`" FOR ALL TABLES`).ReadAll()
-	var pe *pgconn.PgError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &pe) && pe.Code == "42710": // made by another instance meanwhile
-		return nil
-	case errors.As(err, &pe) && pe.Code == "42501":
-		return feedUnavailable(err, "the publication %q does not exist and this role may not create it FOR ALL TABLES "+
-			"(that needs a superuser): create it (CREATE PUBLICATION %s FOR ALL TABLES, or FOR TABLE …) "+
-			"or name an existing one in Options.FeedPublication (sqlflight.feed_publication)", pub, pub)
-	}
-	return feedUnavailable(err, "cannot create the publication %q (%s)", pub, errorClass(err))
+	// Never made here: once a table is in a publication of updates and
+	// deletes, PostgreSQL refuses UPDATE and DELETE on it without a replica
+	// identity. Which tables to publish is the database owner's choice.
+	return feedUnavailable(nil, "the publication %q does not exist: create it "+
+		"(CREATE PUBLICATION %s FOR ALL TABLES, or FOR TABLE …; every table in it needs a replica identity "+
+		"for UPDATE and DELETE) or name an existing one in Options.FeedPublication (sqlflight.feed_publication)", pub, pub)
 }
 
 // connectError explains why the replication connection was refused.

@@ -171,9 +171,8 @@ type Options struct {
 
 	// FeedPublication names the publication a replication feed reads
 	// (DSN: sqlflight.feed_publication); zero means
-	// DefaultFeedPublication. A publication that does not exist is created
-	// FOR ALL TABLES, which needs a superuser. Changes to tables outside
-	// it are not seen.
+	// DefaultFeedPublication. It must exist: the feed never makes one.
+	// Changes to tables outside it are not seen.
 	FeedPublication string
 
 	// FeedLeaseTTL is how long the lease of a fleet's feed holder lasts

@@ -25,8 +25,9 @@ import (
 // the tables of other tests. Temporary replication slots vanish with their
 // connections (DROP DATABASE … WITH (FORCE) ends them).
 
-// feedDatabase makes a database for one test and returns its DSN.
-func feedDatabase(t *testing.T) string {
+// feedDatabase makes a database for one test and returns its DSN; with
+// publication, the feed's default publication in it, FOR ALL TABLES.
+func feedDatabase(t *testing.T, publication bool) string {
 	t.Helper()
 	base := postgresDSN(t)
 	admin := openRaw(t, base)
@@ -58,6 +59,9 @@ func feedDatabase(t *testing.T) string {
 		t.Fatalf("the feed tests need a URL DSN: %v", err)
 	}
 	u.Path = "/" + name
+	if publication {
+		mustExec(t, openRaw(t, u.String()), "CREATE PUBLICATION "+sqlflight.DefaultFeedPublication+" FOR ALL TABLES")
+	}
 	return u.String()
 }
 
@@ -133,7 +137,7 @@ func feedStats(s *sqlflight.Shield) string {
 // a client that does not use sqlflight reach the cached reads; a rolled
 // back transaction is never reported.
 func TestFeedReplicationOutsideWrites(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `CREATE TABLE marker (n int)`,
 		`INSERT INTO items VALUES (1, 'a'), (2, 'b')`)
@@ -250,7 +254,7 @@ func walsenders(t *testing.T, out *pgx.Conn) []int32 {
 // mid-stream while an outside client writes; the feed comes back, the
 // scope resyncs, and the read shows what the database holds.
 func TestFeedReplicationConnectionCut(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
 	db, s := openFlight(t, dsn, feedOptions())
@@ -292,7 +296,7 @@ func TestFeedReplicationConnectionCut(t *testing.T) {
 // TestFeedReplicationNeedsReplicationRole: a role without the REPLICATION
 // attribute gets a clear error at its first Connect.
 func TestFeedReplicationNeedsReplicationRole(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, false)
 	admin := openRaw(t, dsn)
 	role := "sqlflight_feed_norepl_" + uniqueID(t)
 	mustExec(t, admin, "CREATE ROLE "+role+" LOGIN NOREPLICATION")
@@ -311,12 +315,12 @@ func TestFeedReplicationNeedsReplicationRole(t *testing.T) {
 	if st := s.Stats(); st.FeedErrors == 0 {
 		t.Fatalf("no feed error counted: %s", feedStats(s))
 	}
-	// Given the attribute, the next Connect tries again: the role may not
-	// create the publication FOR ALL TABLES.
+	// Given the attribute, the next Connect tries again: the publication
+	// is missing (the feed never makes one).
 	mustExec(t, admin, "ALTER ROLE "+role+" REPLICATION")
 	err = db.PingContext(testContext(t, time.Minute))
 	if !errors.Is(err, sqlflight.ErrFeedUnavailable) || !strings.Contains(err.Error(), `publication "sqlflight" does not exist`) {
-		t.Fatalf("Connect of a role that may not create the publication: %v", err)
+		t.Fatalf("Connect without the publication: %v", err)
 	}
 	t.Logf("error: %v", err)
 	// Once it exists, the feed runs.
@@ -333,7 +337,7 @@ func TestFeedReplicationNeedsReplicationRole(t *testing.T) {
 // is used; changes to tables outside it are not seen (their entries keep
 // their TTLs).
 func TestFeedReplicationNamedPublication(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, false)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `CREATE TABLE other (id int PRIMARY KEY)`,
 		`INSERT INTO items VALUES (1, 'a')`, `CREATE PUBLICATION "Items_Only" FOR TABLE items`)
@@ -359,7 +363,7 @@ func TestFeedReplicationNamedPublication(t *testing.T) {
 
 // TestFeedDSN: sqlflight.feed=replication in the DSN runs the feed.
 func TestFeedDSN(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
 	db, err := sql.Open("sqlflight", withDSNParams(t, dsn, "sqlflight.feed", "replication"))
@@ -432,7 +436,7 @@ func holders(shields []*sqlflight.Shield) []int {
 // feed and the other hears its invalidations; when the holder closes, the
 // other takes the feed over, resyncs, and serves nothing stale.
 func TestFeedFleetHolderTakeover(t *testing.T) {
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
 	dbs, shields := feedFleet(t, dsn, 2)
@@ -516,7 +520,7 @@ func feedLatency(t *testing.T, out *pgx.Conn, db *sql.DB, writes int) (p50, p99 
 // fleet that does not hold the feed (the holder publishes through Redis).
 func TestFeedReplicationLatency(t *testing.T) {
 	const writes = 300
-	dsn := feedDatabase(t)
+	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
 
