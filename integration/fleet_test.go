@@ -38,16 +38,19 @@ type fleetOutcome struct {
 		SharedHits, SharedMisses, SharedWrites, SharedErrors, SharedTransitions uint64
 		LeasesAcquired, LeaseWaits, LeaseWaitExpired                            uint64
 		InvalidationsSent, InvalidationsHeard, InvalidationResyncs              uint64
+		FeedState                                                               string
+		FeedTransactions, FeedResyncs                                           uint64
 	} `json:"stats"`
 }
 
 type fleetNode struct {
-	i     int
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   chan fleetOutcome
-	errMu sync.Mutex
-	log   strings.Builder // its standard error
+	i      int
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    chan fleetOutcome
+	errMu  sync.Mutex
+	log    strings.Builder // its standard error
+	killed bool            // by the test: its exit is no error
 }
 
 // fleetDir holds the fleetnode binary; TestMain removes it.
@@ -171,7 +174,21 @@ func (nd *fleetNode) do(t *testing.T, cmd map[string]any) fleetOutcome {
 	return o
 }
 
+// kill ends the node's process at once, as a crash would: nothing it
+// holds is given back.
+func (nd *fleetNode) kill(t *testing.T) {
+	t.Helper()
+	if err := nd.cmd.Process.Kill(); err != nil {
+		t.Fatalf("node %d: kill: %v", nd.i, err)
+	}
+	nd.killed = true
+}
+
 func (nd *fleetNode) stop(t *testing.T) {
+	if nd.killed {
+		_ = nd.cmd.Wait()
+		return
+	}
 	_ = json.NewEncoder(nd.in).Encode(map[string]any{"op": "quit"})
 	_ = nd.in.Close()
 	done := make(chan error, 1)

@@ -61,6 +61,8 @@ type stats struct {
 	SharedHits, SharedMisses, SharedWrites, SharedErrors, SharedTransitions uint64
 	LeasesAcquired, LeaseWaits, LeaseWaitExpired                            uint64
 	InvalidationsSent, InvalidationsHeard, InvalidationResyncs              uint64
+	FeedState                                                               string
+	FeedTransactions, FeedResyncs                                           uint64
 }
 
 type node struct {
@@ -200,6 +202,7 @@ func (n *node) stats() *stats {
 		LeasesAcquired: st.LeasesAcquired, LeaseWaits: st.LeaseWaits, LeaseWaitExpired: st.LeaseWaitExpired,
 		InvalidationsSent: st.InvalidationsSent, InvalidationsHeard: st.InvalidationsHeard,
 		InvalidationResyncs: st.InvalidationResyncs,
+		FeedState:           st.FeedState, FeedTransactions: st.FeedTransactions, FeedResyncs: st.FeedResyncs,
 	}
 }
 
