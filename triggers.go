@@ -233,7 +233,11 @@ func UninstallTriggersSQL(schema string, tables ...string) string {
     EXECUTE format('DROP TRIGGER %I ON %s', trig, rel::regclass);
   END LOOP;
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgfoid = fn) THEN
-    DROP FUNCTION sqlflight.notify_changes();
+    BEGIN
+      DROP FUNCTION sqlflight.notify_changes();
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RETURN; -- an install elsewhere committed meanwhile: keep the function
+    END;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = 'sqlflight')
        AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace WHERE ns.nspname = 'sqlflight')
        AND NOT EXISTS (SELECT FROM pg_catalog.pg_type ty JOIN pg_catalog.pg_namespace ns ON ns.oid = ty.typnamespace WHERE ns.nspname = 'sqlflight') THEN
