@@ -22,6 +22,7 @@ const triggerFunctionSQL = `CREATE SCHEMA IF NOT EXISTS sqlflight;
 CREATE OR REPLACE FUNCTION sqlflight.notify_changes() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan -- its catalog queries' plans, planned once per session
 AS $sqlflight$
 DECLARE
   max_rows    constant int := 1000; -- rows reported per side
