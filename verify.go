@@ -675,7 +675,9 @@ type closure struct {
 }
 
 // closureQuery follows cascading foreign keys and inheritance from the
-// named tables, and tells which of them have user triggers or rules.
+// named tables, and tells which of them have user triggers or rules. The
+// NOTIFY feed's triggers (InstallTriggersSQL) write nothing and do not
+// count.
 const closureQuery = `WITH RECURSIVE w(rel) AS (
   SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname = ANY($1::text[])
   UNION
@@ -689,7 +691,8 @@ const closureQuery = `WITH RECURSIVE w(rel) AS (
 )
 SELECT c.relname::text,
   c.relkind IN ('v', 'f')
-  OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)
+  OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal
+    AND t.tgfoid IS DISTINCT FROM pg_catalog.to_regprocedure('` + triggerFunction + `')::oid)
   OR EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite r WHERE r.ev_class = c.oid AND r.rulename <> '_RETURN')
 FROM w JOIN pg_catalog.pg_class c ON c.oid = w.rel`
 

@@ -11,6 +11,8 @@
 //	         soft/hard TTL) on an embedded SQLite database, or on Postgres with
 //	         -dsn; print a side-by-side table and write an SVG chart
 //	explain  tell how sqlflight routes a statement: shared, cached, and why
+//	triggers install or remove the change triggers of the NOTIFY feed, or
+//	         print their SQL for a migration tool
 //
 // Run "sqlflight <command> -h" for the flags of a command.
 package main
@@ -39,6 +41,7 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "play a hot-key herd three ways (SQLite, or Postgres with -dsn); table and SVG chart", run: runDemo},
 	{name: "explain", summary: "tell whether a statement would be shared and cached, and why", run: runExplain},
+	{name: "triggers", summary: "install|uninstall|sql: the change triggers of the NOTIFY feed", run: runTriggers},
 }
 
 // errUsage marks an error caused by how the tool was invoked; it exits 2.
