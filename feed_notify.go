@@ -129,7 +129,7 @@ func parseChangeNotification(payload string) []change {
 	for i, side := range [2][][]json.RawMessage{p.Old, p.New} {
 		old := i == 0
 		for _, r := range side {
-			m, ok := rowValues(p.Columns, r)
+			m, ok := notifiedRow(p.Columns, r)
 			if !ok {
 				return everything()
 			}
@@ -168,10 +168,10 @@ func wholeChanges(tables []string) []change {
 	return cs
 }
 
-// rowValues maps columns to a row's values: a JSON string is the column's
+// notifiedRow maps columns to a row's values: a JSON string is the column's
 // text, null is SQL NULL, false is unknown (left out of the map). Anything
 // else, or a row of another length, is not the triggers'.
-func rowValues(columns []string, row []json.RawMessage) (map[string]*string, bool) {
+func notifiedRow(columns []string, row []json.RawMessage) (map[string]*string, bool) {
 	if len(row) != len(columns) {
 		return nil, false
 	}
