@@ -184,8 +184,9 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 	if pol.Tables != nil {
 		f.tables, f.known = pol.Tables, true
-		return
 	}
+	// Tagged by the rows it reads when it depends on its filter's table
+	// alone (as the server or its tables= annotation says).
 	if v := f.v; v != nil && v.rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.rows.table {
 		f.rows = v.rows.deps(args)
 	}

@@ -345,15 +345,16 @@ type readFilter struct {
 	classes []colClass
 }
 
-// readFilterOf returns the row filter of r, whose verdict says it reads
-// tables (and nothing else), or nil.
-func readFilterOf(r *sqlscan.Result, nonStd bool, tables []string, known bool) (*sqlscan.RowFilter, string) {
-	if !known || len(tables) != 1 || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect ||
-		len(r.Normalized) > maxFilterText {
+// readFilterOf returns the row filter of r, a single SELECT with
+// equality conditions on one table, and that table's tableKey; or nil. The
+// read is tagged only when what it depends on (the server's tables, or a
+// tables= annotation) is that table alone: decide checks.
+func readFilterOf(r *sqlscan.Result, nonStd bool) (*sqlscan.RowFilter, string) {
+	if len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect || len(r.Normalized) > maxFilterText {
 		return nil, ""
 	}
 	rf, ok := sqlscan.Filter(r.Normalized, nonStd)
-	if !ok || rf.Kind != sqlscan.KindSelect || len(rf.Where) == 0 || tableKey(rf.Table) != tableKey(tables[0]) {
+	if !ok || rf.Kind != sqlscan.KindSelect || len(rf.Where) == 0 {
 		return nil, ""
 	}
 	return rf, tableKey(rf.Table)

@@ -812,7 +812,7 @@ func queryClosure(ctx context.Context, conn *pgx.Conn, table string) (closure, e
 // them for the writes and changes to that table), or nil when its reads
 // are judged by their table.
 func (sc *scope) learnRows(ctx context.Context, s *Shield, conn *pgx.Conn, r *sqlscan.Result, v *verdict) *readFilter {
-	rf, table := readFilterOf(r, sc.nonStandard.Load(), v.tables, v.sv.TablesKnown)
+	rf, table := readFilterOf(r, sc.nonStandard.Load())
 	if rf == nil {
 		return nil
 	}
