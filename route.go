@@ -402,6 +402,11 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case st.ReadOnly:
 		return write{}, false
 	case named:
+		// The annotation's word on what it may change: its rows, when it
+		// names the statement's one table.
+		if rw, ok := c.rowWriteOf(f, st, f.a.p.Tables); ok {
+			return write{known: true, rows: []rowWrite{rw}}, true
+		}
 		return write{tables: f.a.p.Tables, known: true}, true
 	case !st.TablesKnown:
 		return write{}, true

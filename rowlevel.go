@@ -415,10 +415,11 @@ func (rf *readFilter) deps(args []driver.NamedValue) *rowDeps {
 
 // rowWriteOf returns what st, the one statement of f, proves about the
 // rows it writes, given the tables a write to its table may change
-// (closure): false when nothing (the table is written as a whole).
+// (closure: the server's, or a tables= annotation's): false when nothing
+// (the table is written as a whole).
 func (c *conn) rowWriteOf(f *fate, st *sqlscan.Statement, closure []string) (rowWrite, bool) {
 	r := f.r
-	if len(r.Statements) != 1 || f.a.set&setTables != 0 || len(r.Normalized) > maxFilterText {
+	if len(r.Statements) != 1 || len(r.Normalized) > maxFilterText {
 		return rowWrite{}, false
 	}
 	switch st.Kind {
