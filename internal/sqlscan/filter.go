@@ -411,6 +411,12 @@ func (p *filterParser) updateStmt() (*RowFilter, bool) {
 		}
 		i++
 	}
+	return p.writeWhere(i) // not UPDATE … FROM
+}
+
+// writeWhere parses what follows an UPDATE's SET list or a DELETE's table
+// at i: nothing, RETURNING, or WHERE conditions then RETURNING or nothing.
+func (p *filterParser) writeWhere(i int) (*RowFilter, bool) {
 	switch {
 	case i >= len(p.toks) || p.returning(i):
 		return p.f, true
@@ -420,7 +426,7 @@ func (p *filterParser) updateStmt() (*RowFilter, bool) {
 		}
 		return p.f, true
 	}
-	return nil, false // UPDATE … FROM
+	return nil, false
 }
 
 // selectsOnlyInSet reports whether every SELECT of an UPDATE is inside its SET list (a
@@ -448,16 +454,7 @@ func (p *filterParser) deleteStmt() (*RowFilter, bool) {
 	if !ok {
 		return nil, false
 	}
-	switch {
-	case i >= len(p.toks) || p.returning(i):
-		return p.f, true
-	case p.word(i) == "where":
-		if _, ok := p.where(i+1, p.returning); !ok {
-			return nil, false
-		}
-		return p.f, true
-	}
-	return nil, false // USING, WHERE CURRENT OF …
+	return p.writeWhere(i) // not USING, nor WHERE CURRENT OF …
 }
 
 func (p *filterParser) insertStmt() (*RowFilter, bool) {
