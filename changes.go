@@ -19,20 +19,52 @@ type change struct {
 }
 
 // applyChanges invalidates what committed changes may have changed, as
-// writes through the Shield do: the tables they touch (every table when a
-// change's table is not known), in this process and, with a shared tier,
-// in the fleet.
+// writes through the Shield do, in this process and, with a shared tier,
+// in the fleet (which hears of the tables). Each change pins the columns of
+// its table whose values it gives (before and after, or the one side an
+// INSERT or a DELETE has) to those values: reads tagged with other values
+// of a pinned column stay. A change to a table whose column types are not
+// known, or that gives no such column, a whole-table change (TRUNCATE),
+// and a change of unknown table invalidate the table, or every table.
+// The changes of one call are one write: a column stays pinned only if
+// every change to its table pins it.
 func (s *Shield) applyChanges(cs []change) {
 	if len(cs) == 0 {
 		return
 	}
-	tables := make([]string, 0, len(cs))
+	var w write
+	w.known = true
+	whole := map[string]bool{}
+	rows := map[string]rowWrite{}
+	var order []string
 	for _, c := range cs {
 		if c.table == "" {
 			s.bump(nil, false)
 			return
 		}
-		tables = append(tables, c.table)
+		k := tableKey(c.table)
+		if whole[k] {
+			continue
+		}
+		rw, ok := s.changeRows(c)
+		if prev, seen := rows[k]; ok && seen {
+			rw, ok = mergeRows(prev, rw)
+		}
+		if !ok {
+			whole[k] = true
+			delete(rows, k)
+			w.tables = append(w.tables, k)
+			continue
+		}
+		if _, seen := rows[k]; !seen {
+			order = append(order, k)
+		}
+		rows[k] = rw
 	}
-	s.bump(tables, true)
+	for _, k := range order {
+		if rw, ok := rows[k]; ok {
+			w.rows = append(w.rows, rw)
+		}
+	}
+	s.bumpWrite(w)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,7 @@ type read struct {
 	key    string
 	tables []string
 	known  bool
+	rows   *rowDeps // the rows of its table it depends on (nil: every row)
 	// bound: the result belongs to sessions changed under the context's
 	// scope; a spare connection cannot refresh it in the background.
 	bound bool
@@ -114,7 +116,8 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	}
 	// The key's bytes are never written again: the string may alias them.
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
-		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known, bound: f.part.session}
+		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known, rows: f.rows,
+		bound: f.part.session}
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
 	}
@@ -148,7 +151,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		return c.pass(ctx, query, f, run, args)
 	}
 	rows, err := s.fly(ctx, &rd, st)
-	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedSince(old.seq, rd.tables, rd.known) &&
+	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
 		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
@@ -168,7 +171,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	if e == nil {
 		return nil, nil
 	}
-	if !s.epochs.unchangedSince(e.seq, rd.tables, rd.known) {
+	if !s.epochs.unchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
 		st.del(rd.key) // computed before a write to its tables
 		return nil, nil
 	}
@@ -219,7 +222,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	*rd = *caller
 	c := rd.c
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, st != nil)
+		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil)
 		if lead {
 			s.stats.flights.Add(1)
 			if st != nil && s.tier != nil {
@@ -285,15 +288,15 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 		return nil, err
 	}
 	defer t.slot.Release(1)
-	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v}, rd.run, rd.args) // it consults the breaker itself
+	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v, args: rd.args}, rd.run, rd.args) // it consults the breaker itself
 }
 
 // joinOrLead joins the key's flight if it started after the last write to
 // tables, or starts a new one.
-func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known, fills bool) (*flight, bool) {
+func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && e.unchangedSince(f.seq, tables, known) {
+	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
 		f.waiters++
 		return f, false
 	}
@@ -306,10 +309,10 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known, 
 
 // startRefresh starts a flight with no waiter for a background refresh,
 // unless the key already has one that can be joined.
-func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool) (*flight, bool) {
+func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && e.unchangedSince(f.seq, tables, known) {
+	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
 		return nil, false
 	}
 	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
@@ -331,7 +334,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows)
 	if !ok {
 		s.exit(t, errNotRun)
 		return
@@ -546,7 +549,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 // fill stores res unless a write to its tables happened since its flight
 // started (its waiters still get it), and returns the entry it stored.
 func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
-	if !s.epochs.unchangedSince(f.seq, rd.tables, rd.known) {
+	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
 		return nil
 	}
 	now := s.opts.Clock.Now()
@@ -680,8 +683,39 @@ type epochs struct {
 	all atomic.Uint64 // sequence of the last write with unknown tables
 
 	mu     sync.RWMutex
-	tables map[string]uint64
+	tables map[string]*tableEpochs
+	// tags are the epochs of (table, column, value) tags (tagKey): the last
+	// write that touched a row with that value in that column, before or
+	// after. tagFloor stands for every tag no longer in the map.
+	tags     map[string]uint64
+	tagFloor uint64
 }
+
+// tableEpochs are one table's epochs. A read that is not tagged is judged
+// by any: the last write to the table. A read tagged on columns C of the
+// table (rowDeps) is judged by coarse, the last write whose rows are not
+// known, by the epochs of the sets of columns that writes pinned, when a
+// set shares no column with C (such a write may have touched any row of
+// the read), and by its tags' epochs.
+type tableEpochs struct {
+	any    uint64
+	coarse uint64
+	sets   []pinSet
+}
+
+// pinSet is the last write to a table that pinned exactly columns cols.
+type pinSet struct {
+	cols  []string // sorted
+	epoch uint64
+}
+
+const (
+	// maxPinSets bounds the sets of pinned columns remembered per table;
+	// a write with another set past it counts as a write to the whole table.
+	maxPinSets = 16
+	// maxEpochTags bounds the tags whose epochs are kept one by one.
+	maxEpochTags = 1 << 16
+)
 
 func (e *epochs) now() uint64 { return e.seq.Load() }
 
@@ -689,6 +723,13 @@ func (e *epochs) now() uint64 { return e.seq.Load() }
 // the sequence number it took. When it returns, the epoch of each table
 // (or "all") is at least that number.
 func (e *epochs) bump(tables []string, known bool) uint64 {
+	return e.bumpRows(tables, known, nil)
+}
+
+// bumpRows records one write: to tables as a whole (every table, when not
+// known), and to the rows of other tables that rows pin. It returns the
+// sequence number it took.
+func (e *epochs) bumpRows(tables []string, known bool, rows []rowWrite) uint64 {
 	n := e.seq.Add(1)
 	if !known {
 		e.raiseAll(n)
@@ -697,22 +738,80 @@ func (e *epochs) bump(tables []string, known bool) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.tables == nil {
-		e.tables = make(map[string]uint64)
+		e.tables = make(map[string]*tableEpochs)
 	}
-	if len(e.tables)+len(tables) > maxEpochTables {
+	if len(e.tables)+len(tables)+len(rows) > maxEpochTables {
 		// Too many tables to remember one by one: from now on they share
-		// the epoch of "all", which this write raises (every epoch moves
-		// forward; reads check "all" under the lock too).
-		e.raiseAll(n)
+		// the epoch of "all", which this write raises past every epoch it
+		// forgets (every epoch moves forward; reads check "all" under the
+		// lock too).
+		top := n
+		for _, te := range e.tables {
+			top = max(top, te.any)
+		}
+		e.raiseAll(top)
 		clear(e.tables)
 		return n
 	}
 	for _, t := range tables {
-		if k := tableKey(t); e.tables[k] < n {
-			e.tables[k] = n
+		te := e.table(tableKey(t))
+		te.any, te.coarse = max(te.any, n), max(te.coarse, n)
+	}
+	for _, rw := range rows {
+		te := e.table(rw.table)
+		te.any = max(te.any, n)
+		if len(rw.pins) == 0 {
+			te.coarse = max(te.coarse, n)
+			continue
+		}
+		cols := make([]string, 0, len(rw.pins))
+		for c := range rw.pins {
+			cols = append(cols, c)
+		}
+		slices.Sort(cols)
+		i := slices.IndexFunc(te.sets, func(ps pinSet) bool { return slices.Equal(ps.cols, cols) })
+		switch {
+		case i >= 0:
+			te.sets[i].epoch = max(te.sets[i].epoch, n)
+		case len(te.sets) < maxPinSets:
+			te.sets = append(te.sets, pinSet{cols: cols, epoch: n})
+		default:
+			te.coarse = max(te.coarse, n)
+			continue
+		}
+		for _, c := range cols {
+			for _, v := range rw.pins[c] {
+				e.raiseTag(tagKey(rw.table, c, v), n)
+			}
 		}
 	}
 	return n
+}
+
+func (e *epochs) table(k string) *tableEpochs {
+	te := e.tables[k]
+	if te == nil {
+		te = &tableEpochs{}
+		e.tables[k] = te
+	}
+	return te
+}
+
+// raiseTag raises a tag's epoch to n; past maxEpochTags the tags are
+// forgotten and the floor rises past every epoch forgotten.
+func (e *epochs) raiseTag(k string, n uint64) {
+	if e.tags == nil {
+		e.tags = make(map[string]uint64)
+	}
+	if _, ok := e.tags[k]; !ok && len(e.tags) >= maxEpochTags {
+		for _, ep := range e.tags {
+			e.tagFloor = max(e.tagFloor, ep)
+		}
+		e.tagFloor = max(e.tagFloor, n)
+		clear(e.tags)
+		return
+	}
+	e.tags[k] = max(e.tags[k], n)
 }
 
 // maxEpochTables bounds the tables whose epochs are kept one by one, so
@@ -734,6 +833,12 @@ func (e *epochs) raiseAll(n uint64) {
 // taken but whose tables are not yet stamped is not seen: it has not
 // returned to its caller yet, so a read may still be ordered before it.
 func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
+	return e.unchangedFor(seq, tables, known, nil)
+}
+
+// unchangedFor is unchangedSince for a read that depends, in the table
+// rows names, only on the rows its tags select (rows nil: on every row).
+func (e *epochs) unchangedFor(seq uint64, tables []string, known bool, rows *rowDeps) bool {
 	if !known {
 		return e.seq.Load() == seq
 	}
@@ -743,13 +848,51 @@ func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for _, t := range tables {
-		if e.tables[tableKey(t)] > seq {
+		k := tableKey(t)
+		te := e.tables[k]
+		switch {
+		case te == nil:
+		case rows != nil && k == rows.table:
+			if te.coarse > seq {
+				return false
+			}
+			for _, ps := range te.sets {
+				if ps.epoch > seq && disjoint(ps.cols, rows.cols) {
+					return false // it may have touched any row this read selects
+				}
+			}
+		case te.any > seq:
 			return false
+		}
+	}
+	if rows != nil {
+		if e.tagFloor > seq {
+			return false
+		}
+		for _, k := range rows.keys {
+			if e.tags[k] > seq {
+				return false
+			}
 		}
 	}
 	// Again under the lock: a bump past maxEpochTables moves its tables'
 	// epochs into "all" before it clears them.
 	return e.all.Load() <= seq
+}
+
+// disjoint reports whether the sorted sets a and b share no element.
+func disjoint(a, b []string) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch c := strings.Compare(a[i], b[j]); {
+		case c == 0:
+			return false
+		case c < 0:
+			i++
+		default:
+			j++
+		}
+	}
+	return true
 }
 
 // tableKey is the name under which a table's epoch is kept: without its
@@ -763,21 +906,37 @@ func tableKey(name string) string {
 	return strings.ToLower(strings.Trim(name, `"`))
 }
 
-// bump records a write through the Shield.
+// bump records a write through the Shield to tables (every table, when
+// not known).
 func (s *Shield) bump(tables []string, known bool) {
-	if known && len(tables) == 0 {
+	s.bumpWrite(write{tables: tables, known: known})
+}
+
+// bumpWrite records a write through the Shield (or reported by a feed):
+// its tables as a whole, and the rows it proves it touched. The fleet hears
+// of every table it wrote, rows or not: the shared tier's epochs are kept
+// by table.
+func (s *Shield) bumpWrite(w write) {
+	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
 		return
 	}
 	s.stats.invalidations.Add(1)
 	ts := s.tier
 	if ts == nil {
-		s.epochs.bump(tables, known)
+		s.epochs.bumpRows(w.tables, w.known, w.rows)
 		return
 	}
 	// The tier is told after the local epochs move; until it knows, this
 	// process's reads of those tables leave it alone.
-	keys := epochKeys(tables, known)
+	all := w.tables
+	if len(w.rows) > 0 {
+		all = slices.Clone(w.tables)
+		for _, rw := range w.rows {
+			all = append(all, rw.table)
+		}
+	}
+	keys := epochKeys(all, w.known)
 	ts.begin(keys)
-	s.epochs.bump(tables, known)
+	s.epochs.bumpRows(w.tables, w.known, w.rows)
 	ts.publish(keys)
 }

@@ -402,7 +402,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err // database/sql prepares instead; the statement records it
 	}
 	c.s.stats.bypass(bypassExec)
-	c.record(ctx, &fate{r: r, a: a}, err != nil)
+	c.record(ctx, &fate{r: r, a: a, args: args}, err != nil)
 	return res, err
 }
 

@@ -10,7 +10,10 @@ import (
 func (e *epochs) epochOf(table string) uint64 {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.tables[tableKey(table)]
+	if te := e.tables[tableKey(table)]; te != nil {
+		return te.any
+	}
+	return 0
 }
 
 // checkBumped fails t unless every table (or "all") shows at least n, the

@@ -66,6 +66,12 @@ type fate struct {
 	known  bool
 	part   partition
 
+	// rows are the rows of its one table a shared read depends on (nil:
+	// every row); args are the statement's arguments, for what a write
+	// proves about the rows it touched.
+	rows *rowDeps
+	args []driver.NamedValue
+
 	fx callEffects // what its functions may have done, once asked
 }
 
@@ -84,7 +90,7 @@ func (s *Shield) route(ctx context.Context, c *conn, r *sqlscan.Result, args []d
 	if err != nil {
 		return err
 	}
-	*f = fate{r: r, a: a}
+	*f = fate{r: r, a: a, args: args}
 	s.decide(ctx, c, f, annotated, args, true)
 	return nil
 }
@@ -179,6 +185,11 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	if pol.Tables != nil {
 		f.tables, f.known = pol.Tables, true
 	}
+	// Tagged by the rows it reads when it depends on its filter's table
+	// alone (as the server or its tables= annotation says).
+	if v := f.v; v != nil && v.rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.rows.table {
+		f.rows = v.rows.deps(args)
+	}
 }
 
 // union returns the sorted union of a and b.
@@ -256,11 +267,12 @@ func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
 
 // The other half of a fate: what a statement that ran may have written.
 
-// write is one set of tables a statement may have changed (known false:
-// any table).
+// write is what a statement may have changed: tables as a whole (known
+// false: any table), and rows of other tables.
 type write struct {
 	tables []string
 	known  bool
+	rows   []rowWrite
 }
 
 // record applies what the statements of f did to the connection: they
@@ -310,9 +322,9 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		}
 		if w, ok := c.writeOf(ctx, f, st); ok {
 			if c.inTx() {
-				c.txWrites.add(w.tables, w.known)
+				c.txWrites.add(w)
 			} else {
-				c.s.bump(w.tables, w.known)
+				c.s.bumpWrite(w)
 				done = append(done, w)
 			}
 		}
@@ -399,7 +411,7 @@ func (c *conn) endTx(commit bool) {
 		c.s.schemaGen.Add(1)
 	}
 	if commit {
-		c.s.bump(c.txWrites.tables, !c.txWrites.all)
+		c.s.bumpWrite(write{tables: c.txWrites.tables, known: !c.txWrites.all, rows: c.txWrites.rows})
 	}
 	if c.txRelabeled && !c.tainted {
 		switch {
@@ -442,6 +454,11 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case st.ReadOnly:
 		return write{}, false
 	case named:
+		// The annotation's word on what it may change: its rows, when it
+		// names the statement's one table.
+		if rw, ok := c.rowWriteOf(f, st, f.a.p.Tables); ok {
+			return write{known: true, rows: []rowWrite{rw}}, true
+		}
 		return write{tables: f.a.p.Tables, known: true}, true
 	case !st.TablesKnown:
 		return write{}, true
@@ -449,6 +466,12 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 		return write{}, false // a volatile built-in (random(), …) changes no table
 	}
 	tables, known := c.sc.writeClosure(ctx, c.s, st.Writes)
+	if known {
+		if rw, ok := c.rowWriteOf(f, st, tables); ok {
+			// It writes only rows it names (its closure is its own table).
+			return write{known: true, rows: []rowWrite{rw}}, true
+		}
+	}
 	return write{tables: tables, known: known}, true
 }
 
@@ -529,11 +552,12 @@ func explainRuns(r *sqlscan.Result) bool {
 	return strings.Contains(up, "ANALYZE") || strings.Contains(up, "ANALYSE")
 }
 
-// writeSet accumulates the tables written in a transaction.
+// writeSet accumulates what a transaction wrote.
 type writeSet struct {
 	all    bool
 	ddl    bool // it changed the schema
 	tables []string
+	rows   []rowWrite
 }
 
 // changesSchema reports whether st may change what the server's verdicts
@@ -559,10 +583,17 @@ func changesSchema(r *sqlscan.Result, st *sqlscan.Statement) bool {
 	return true
 }
 
-func (w *writeSet) add(tables []string, known bool) {
-	if !known {
+func (w *writeSet) add(wr write) {
+	if !wr.known {
 		w.all = true
 		return
 	}
-	w.tables = append(w.tables, tables...)
+	w.tables = append(w.tables, wr.tables...)
+	for _, rw := range wr.rows {
+		if len(w.rows) >= maxTxRows {
+			w.tables = append(w.tables, rw.table) // too many to remember: the table
+			continue
+		}
+		w.rows = append(w.rows, rw)
+	}
 }

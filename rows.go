@@ -333,7 +333,7 @@ func (p *passRows) Close() error {
 	// A write is complete only now; bump again so that no flight started
 	// while it ran is joined after it.
 	for _, w := range p.written {
-		p.c.s.bump(w.tables, w.known)
+		p.c.s.bumpWrite(w)
 	}
 	return err
 }

@@ -199,6 +199,7 @@ type Shield struct {
 
 	flights flightGroup
 	epochs  epochs
+	rowCols rowColumns // column classes of tables, for row-level invalidation
 	store   store
 	guard   guard
 	stats   counters

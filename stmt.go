@@ -173,7 +173,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		}
 	}
 	s.c.s.guard.br.record(probe, err)
-	s.c.record(ctx, &fate{r: s.scan, a: a}, err != nil)
+	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
 	return res, err
 }
 

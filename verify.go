@@ -79,6 +79,9 @@ type verdict struct {
 	sv     ServerVerdict
 	tables []string // what a shared result depends on: the server's base tables and the names in the text
 	params []uint32 // parameter type OIDs
+	// rows is the statement's row filter, when its reads may be tagged
+	// by the rows they select (row-level invalidation).
+	rows *readFilter
 }
 
 func (v *verdict) known() bool { return v.done.Load() }
@@ -297,6 +300,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 		sv, params, err := probeStatement(ctx, conn, r)
 		if err == nil {
 			v.sv, v.params, v.tables = sv, params, union(sv.Tables, r.Tables)
+			v.rows = sc.learnRows(ctx, s, conn, r, v)
 		}
 		return err
 	})
@@ -804,4 +808,21 @@ func queryClosure(ctx context.Context, conn *pgx.Conn, table string) (closure, e
 		cl.all = cl.all || all
 	}
 	return cl, rows.Err()
+}
+
+// learnRows returns the row filter of the verdict v on r, learning the
+// classes of its table's columns from the catalog (the Shield remembers
+// them for the writes and changes to that table), or nil when its reads
+// are judged by their table.
+func (sc *scope) learnRows(ctx context.Context, s *Shield, conn *pgx.Conn, r *sqlscan.Result, v *verdict) *readFilter {
+	rf, table := readFilterOf(r, sc.nonStandard.Load())
+	if rf == nil {
+		return nil
+	}
+	cols, err := queryColumns(ctx, conn, table)
+	if err != nil {
+		return nil
+	}
+	s.rowCols.set(table, cols, v.gen)
+	return newReadFilter(rf, table, cols, v.params)
 }

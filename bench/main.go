@@ -46,6 +46,7 @@ type config struct {
 	zipfIDs      int
 	zipfS        float64
 	zipfWritePct int
+	zipfKeyed    bool
 	zipfTTL      time.Duration
 	only         string
 }
@@ -96,6 +97,7 @@ func main() {
 	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "zipf mix: exponent s (> 1)")
 	flag.IntVar(&c.zipfWritePct, "zipf-writes", 10, "zipf mix: percent of operations that are UPDATEs")
 	flag.DurationVar(&c.zipfTTL, "zipf-ttl", 5*time.Second, "zipf mix: cache TTL (sturdyc, sqlflight)")
+	flag.BoolVar(&c.zipfKeyed, "zipf-keyed", false, "zipf mix: read and write each row by id = $1 (row-level invalidation) instead of a range and a counter in WHERE")
 	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf); default all")
 	flag.Parse()
 	if c.dsn == "" {
@@ -252,6 +254,21 @@ func (e *env) pointQuery(ann string, n int) string {
 	// shared all the same, which nothing else can.
 	return fmt.Sprintf(`/* sqlflight: %s tables=%s pure=%s */ SELECT t.id, t.v, t.ver, t.label FROM %s() AS c, %s AS t WHERE t.id >= $1 AND t.id < $1 + %d ORDER BY t.id`,
 		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.cnt, e.table, n)
+}
+
+// keyQuery reads the row of id $1 by equality (a read sqlflight tags by
+// its row), calling the read counter once (once per row returned).
+func (e *env) keyQuery(ann string) string {
+	return fmt.Sprintf(`/* sqlflight: %s tables=%s pure=%s */ SELECT t.id, t.v * %s(), t.ver, t.label FROM %s AS t WHERE t.id = $1`,
+		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.cnt, e.table)
+}
+
+// keyWriteQuery updates the row of id $1 by equality (a write sqlflight
+// pins to that row; tables= and pure= say the counter writes no table and
+// leaves the session alone).
+func (e *env) keyWriteQuery() string {
+	return fmt.Sprintf(`/* sqlflight: tables=%s pure=%s */ UPDATE %s SET v = v + %s(), ver = ver + 1 WHERE id = $1 RETURNING ver`,
+		strings.TrimPrefix(e.table, "public."), e.wcnt, e.table, e.wcnt)
 }
 
 func (e *env) slowQuery(ann string) string {
@@ -538,8 +555,10 @@ func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
 		return r, err
 	}
 	defer c.close()
-	readQ := e.pointQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL), 1)
-	wq := e.writeQuery()
+	readQ, wq := e.pointQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL), 1), e.writeQuery()
+	if e.cfg.zipfKeyed {
+		readQ, wq = e.keyQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL)), e.keyWriteQuery()
+	}
 	var next atomic.Int64
 	var stale, errs, writesDone atomic.Int64
 	var mu sync.Mutex

@@ -42,6 +42,10 @@ import (
 //     older than its own policy allows.
 //   - invalidate: writes behind the Shield's back followed by
 //     Shield.Invalidate.
+//   - rows: reads tagged by their rows (by id, by tenant, by both, IN lists)
+//     and writes that pin the rows they touch (by id, by tenant and id, IN
+//     lists, in transactions) mixed with writes that do not. Catches a
+//     row-level invalidation that leaves a read of a written row.
 //
 // Knobs: SQLFLIGHT_DIFF_OPS (operations, default 105000; 20000 with -short),
 // SQLFLIGHT_DIFF_SECONDS (longest run, default 150), SQLFLIGHT_DIFF_WORKLOADS
@@ -60,7 +64,7 @@ func TestDifferential(t *testing.T) {
 		build func(*testing.T, *sql.DB, string) *diffClass
 	}{
 		{"epochs", diffEpochs}, {"volatile", diffVolatile}, {"cascade", diffCascade}, {"trigger", diffTrigger},
-		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate},
+		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate}, {"rows", diffRows},
 	} {
 		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
@@ -973,6 +977,121 @@ func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 			return
 		}
 		w.done(start, via, o)
+	}
+	return c
+}
+
+// diffRows: row-level invalidation. Row id belongs to tenant id % tenants;
+// writer w owns the ids and tenants equal to w modulo the writers, so one
+// writer moves a row and its tenant's sum together.
+func diffRows(t *testing.T, admin *sql.DB, id string) *diffClass {
+	const rows, tenants, writers = 16, 4, 2
+	rt := "dif_rw_" + id
+	mustExec(t, admin,
+		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, tenant int NOT NULL, ver bigint NOT NULL)`, rt),
+		fmt.Sprintf(`CREATE INDEX ON %s (tenant)`, rt),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, g %% %d, 0 FROM generate_series(0, %d) g`, rt, tenants, rows-1))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+rt)
+
+	c := &diffClass{
+		catches:  "row-level invalidation leaving a read of a row a write touched (by id, by tenant, IN lists, transactions)",
+		readers:  4,
+		writers:  writers,
+		policies: []uint8{polCoalesce, polCtxTTL, polSoftHard, polDefault, polTTL1s},
+	}
+	rBase := c.addObjs(rt, rows, 0, 0)
+	tBase := c.addObjs(rt+".tenant", tenants, 1, 0)
+	pair := func(k int) int { return (k + writers) % rows } // same owner, another tenant
+	c.shapes = []*diffShape{
+		pointShape("by id", rt, rows, rBase),
+		{
+			name: "by tenant", cols: 1, keys: tenants,
+			sql:  fmt.Sprintf("SELECT coalesce(sum(ver), 0) FROM %s WHERE tenant = $1", rt),
+			args: func(k int) []any { return []any{k} },
+			objs: func(k int) []int { return []int{tBase + k} },
+		},
+		{
+			name: "by tenant and id", cols: 1, keys: rows,
+			sql:  fmt.Sprintf("SELECT ver FROM %s WHERE tenant = $1 AND id = $2", rt),
+			args: func(k int) []any { return []any{k % tenants, k} },
+			objs: func(k int) []int { return []int{rBase + k} },
+		},
+		{
+			name: "IN list", cols: 2, keys: rows,
+			sql:  fmt.Sprintf("SELECT min(ver) FILTER (WHERE id = $1), min(ver) FILTER (WHERE id = $2) FROM %s WHERE id IN ($1, $2)", rt),
+			args: func(k int) []any { return []any{k, pair(k)} },
+			objs: func(k int) []int { return []int{rBase + k, rBase + pair(k)} },
+		},
+		{
+			name: "literal", cols: 1, keys: 1,
+			sql:  fmt.Sprintf("SELECT ver FROM %s WHERE id = 3", rt),
+			args: func(int) []any { return nil },
+			objs: func(int) []int { return []int{rBase + 3} },
+		},
+	}
+	byID := fmt.Sprintf("UPDATE %s SET ver = ver + 1 WHERE id = $1 RETURNING ver", rt)
+	byBoth := fmt.Sprintf("UPDATE %s SET ver = ver + 1 WHERE tenant = $1 AND id = $2 RETURNING ver", rt)
+	byList := fmt.Sprintf("UPDATE %s SET ver = ver + 1 WHERE id IN ($1, $2)", rt)
+	unproven := fmt.Sprintf("UPDATE %s SET ver = ver + 1 WHERE id = $1 AND ver >= 0 RETURNING ver", rt)
+	literal := fmt.Sprintf("UPDATE %s SET ver = ver + 1 WHERE id = 3 RETURNING ver", rt)
+	c.write = func(w *diffWriter) {
+		k := w.own(rows)
+		o, ten := c.objs[rBase+k], c.objs[tBase+k%tenants]
+		one := func(via, query string, args ...any) {
+			start := w.now()
+			got, err := scalarInt(w.ctx, w.c.wdb, query, args...)
+			if err == nil {
+				err = w.next(o, got, via)
+			}
+			if err != nil {
+				w.failed(start, via, err, o, ten)
+				return
+			}
+			w.done(start, via, o, ten)
+		}
+		switch x := w.rng.IntN(10); {
+		case x < 3:
+			one("UPDATE by id", byID, k)
+		case x < 5:
+			one("UPDATE by tenant and id", byBoth, k%tenants, k)
+		case x < 6 && k == 3:
+			one("UPDATE by a literal id", literal)
+		case x < 6:
+			one("UPDATE not proven", unproven, k)
+		case x < 8:
+			p := pair(k)
+			start := w.now()
+			objs := []*diffObj{o, ten, c.objs[rBase+p], c.objs[tBase+p%tenants]}
+			res, err := w.c.wdb.ExecContext(w.ctx, byList, k, p)
+			if err == nil {
+				if n, _ := res.RowsAffected(); n != 2 {
+					err = fmt.Errorf("IN-list UPDATE touched %d rows", n)
+				}
+			}
+			if err != nil {
+				w.failed(start, "UPDATE IN list", err, objs...)
+				return
+			}
+			w.done(start, "UPDATE IN list", objs...)
+		default:
+			p := pair(k)
+			po := c.objs[rBase+p]
+			w.tx("transaction of two rows", true, func(tx *sql.Tx) error {
+				for _, u := range []struct {
+					o *diffObj
+					k int
+				}{{o, k}, {po, p}} {
+					got, err := scalarInt(w.ctx, tx, byID, u.k)
+					if err == nil {
+						err = w.next(u.o, got, "transaction of two rows")
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}, o, ten, po, c.objs[tBase+p%tenants])
+		}
 	}
 	return c
 }

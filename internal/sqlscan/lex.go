@@ -62,6 +62,9 @@ type lexer struct {
 	unicode bool  // a U& token was seen: merge UESCAPE clauses afterwards
 	nonStd  bool  // standard_conforming_strings=off: '…' and N'…' take backslash escapes like E'…'
 	lists   lists // long lists of constants (lists.go)
+	// keepLists keeps every element of long constant lists (Filter needs
+	// each value of an IN list).
+	keepLists bool
 }
 
 func (lx *lexer) reset(src string) {
@@ -140,7 +143,7 @@ func (lx *lexer) write(start, end int) {
 // push records a token whose text has already been written to the normalized text.
 func (lx *lexer) push(kind tokKind, start, end int, flags uint8) {
 	t := token{pos: start, end: end, kind: kind, flags: flags}
-	if !lx.list(&t) {
+	if lx.keepLists || !lx.list(&t) {
 		lx.toks = append(lx.toks, t)
 	}
 	if kind != tSemi {

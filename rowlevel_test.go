@@ -1,0 +1,236 @@
+package sqlflight
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
+)
+
+// tagged is a read of table depending on the rows whose column cols[i]
+// equals one of vals[i].
+func tagged(table string, cols []string, vals ...[]string) *rowDeps {
+	d := &rowDeps{table: table, cols: cols}
+	for i, c := range cols {
+		for _, v := range vals[i] {
+			d.keys = append(d.keys, tagKey(table, c, v))
+		}
+	}
+	return d
+}
+
+func pinned(table string, kv ...any) rowWrite {
+	rw := rowWrite{table: table, pins: map[string][]string{}}
+	for i := 0; i < len(kv); i += 2 {
+		rw.pins[kv[i].(string)] = kv[i+1].([]string)
+	}
+	return rw
+}
+
+func TestEpochsRowLevel(t *testing.T) {
+	items := []string{"items"}
+	id5 := tagged("items", []string{"id"}, []string{"5"})
+	id6 := tagged("items", []string{"id"}, []string{"6"})
+	tenant7 := tagged("items", []string{"tenant_id"}, []string{"7"})
+	tenant7id5 := tagged("items", []string{"id", "tenant_id"}, []string{"5"}, []string{"7"})
+	in56 := tagged("items", []string{"id"}, []string{"5", "6"})
+
+	for _, c := range []struct {
+		name  string
+		write func(e *epochs)
+		stale map[string]bool // which reads the write ends
+	}{
+		{"pinned id=5", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"5"})}) },
+			map[string]bool{"id5": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
+		{"pinned id=6", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"6"})}) },
+			map[string]bool{"id6": true, "tenant7": true, "in56": true, "table": true}},
+		{"key moved 5→9", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"5", "9"})}) },
+			map[string]bool{"id5": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
+		{"pinned tenant=8", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "tenant_id", []string{"8"})}) },
+			map[string]bool{"id5": true, "id6": true, "in56": true, "table": true}},
+		{"pinned tenant=7", func(e *epochs) {
+			e.bumpRows(nil, true, []rowWrite{pinned("items", "tenant_id", []string{"7"})})
+		}, map[string]bool{"id5": true, "id6": true, "in56": true, "tenant7": true, "tenant7id5": true, "table": true}},
+		{"whole table", func(e *epochs) { e.bump(items, true) },
+			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
+		{"rows without pins", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{{table: "items"}}) },
+			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
+		{"unknown tables", func(e *epochs) { e.bump(nil, false) },
+			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
+		{"another table", func(e *epochs) { e.bumpRows([]string{"other"}, true, []rowWrite{pinned("more", "id", []string{"5"})}) },
+			map[string]bool{}},
+	} {
+		var e epochs
+		e.bump([]string{"warmup"}, true)
+		seq := e.now()
+		c.write(&e)
+		for name, rows := range map[string]*rowDeps{"id5": id5, "id6": id6, "tenant7": tenant7,
+			"tenant7id5": tenant7id5, "in56": in56, "table": nil} {
+			if got := !e.unchangedFor(seq, items, true, rows); got != c.stale[name] {
+				t.Errorf("%s: read %s ended = %v, want %v", c.name, name, got, c.stale[name])
+			}
+		}
+		// A flight that starts after the write is never ended by it.
+		if !e.unchangedFor(e.now(), items, true, id5) || !e.unchangedFor(e.now(), items, true, nil) {
+			t.Errorf("%s: a read that started after the write is ended", c.name)
+		}
+	}
+}
+
+func TestEpochsRowBounds(t *testing.T) {
+	var e epochs
+	id5 := tagged("items", []string{"id"}, []string{"5"})
+	seq := e.now()
+	// Past maxEpochTags values the tags are forgotten: the floor ends
+	// every tagged read older than the forgetting write.
+	for i := range maxEpochTags + 1 {
+		e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{fmt.Sprint(1000 + i)})})
+	}
+	if e.unchangedFor(seq, []string{"items"}, true, id5) {
+		t.Fatal("a tagged read survived the tags it depended on being forgotten")
+	}
+	// Past maxPinSets sets of pinned columns, a write counts as a write to
+	// the whole table.
+	var f epochs
+	for i := range maxPinSets {
+		f.bumpRows(nil, true, []rowWrite{pinned("items", fmt.Sprintf("c%d", i), []string{"1"})})
+	}
+	seq = f.now()
+	f.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"6"})})
+	if f.unchangedFor(seq, []string{"items"}, true, id5) {
+		t.Fatal("a write past the pin-set bound left a tagged read of another value")
+	}
+}
+
+func TestCanonicalValues(t *testing.T) {
+	for _, c := range []struct {
+		class colClass
+		v     any
+		want  string
+		ok    bool
+	}{
+		{classInt, int64(5), "5", true},
+		{classInt, 5, "5", true},
+		{classInt, int32(-5), "-5", true},
+		{classInt, "5", "5", true},
+		{classInt, "+05", "5", true},
+		{classInt, " 5", "", false},
+		{classInt, 5.0, "", false},
+		{classInt, true, "", false},
+		{classText, "Ab ", "Ab ", true},
+		{classText, []byte("x"), "x", true},
+		{classText, int64(5), "", false},
+		{classUUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
+		{classUUID, "{a0eebc999c0b4ef8bb6d6bb9bd380a11}", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
+		{classUUID, [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11},
+			"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
+		{classUUID, "a0eebc99", "", false},
+		{classUUID, []byte("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), "", false},
+		{classBool, true, "t", true},
+		{classBool, "false", "f", true},
+		{classBool, "yes", "", false},
+		{classNone, "5", "", false},
+	} {
+		got, ok := canonArg(c.class, c.v)
+		if got != c.want || ok != c.ok {
+			t.Errorf("canonArg(%d, %#v) = %q, %v; want %q, %v", c.class, c.v, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestReadFilterTags(t *testing.T) {
+	r := sqlscan.Parse(`SELECT * FROM items WHERE tenant_id = $1 AND id IN ($2, '7') AND price = $3`)
+	rf, table := readFilterOf(r, false)
+	if rf == nil {
+		t.Fatal("no filter")
+	}
+	cols := map[string]colClass{"id": classInt, "tenant_id": classUUID} // price: not taggable
+	f := newReadFilter(rf, table, cols, []uint32{2950, 20, 1700})
+	args := []driver.NamedValue{{Ordinal: 1, Value: "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}, {Ordinal: 2, Value: int64(6)},
+		{Ordinal: 3, Value: "9.5"}}
+	d := f.deps(args)
+	want := tagged("items", []string{"id", "tenant_id"}, []string{"6", "7"}, []string{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"})
+	if d == nil || fmt.Sprint(d.cols) != fmt.Sprint(want.cols) || len(d.keys) != 3 {
+		t.Fatalf("deps = %+v, want %+v", d, want)
+	}
+	// A parameter the server typed otherwise than its column: no tag on it.
+	if f := newReadFilter(rf, table, cols, []uint32{25, 20, 1700}); f == nil || len(f.conds) != 1 || f.conds[0].Column != "id" {
+		t.Fatalf("mistyped parameter kept: %+v", f)
+	}
+	// A value that cannot be put in canonical form leaves its condition out.
+	args[1].Value = 6.5
+	if d := f.deps(args); d == nil || fmt.Sprint(d.cols) != "[tenant_id]" {
+		t.Fatalf("deps with a float id = %+v", d)
+	}
+}
+
+func sp(s string) *string { return &s }
+
+// TestApplyChangesRows: changes from a feed end the reads of the rows they
+// report, old and new values alike, and leave the others.
+func TestApplyChangesRows(t *testing.T) {
+	id5 := tagged("items", []string{"id"}, []string{"5"})
+	id6 := tagged("items", []string{"id"}, []string{"6"})
+	tenant7 := tagged("items", []string{"tenant_id"}, []string{"7"})
+	tenant8 := tagged("items", []string{"tenant_id"}, []string{"8"})
+	reads := map[string]*rowDeps{"id5": id5, "id6": id6, "tenant7": tenant7, "tenant8": tenant8, "table": nil}
+	all := func(except ...string) map[string]bool {
+		m := map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant8": true, "table": true}
+		for _, e := range except {
+			delete(m, e)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name  string
+		cs    []change
+		known bool // the table's column types were learned
+		stale map[string]bool
+	}{
+		{"insert", []change{{table: "public.items", new: map[string]*string{"id": sp("5"), "tenant_id": sp("7"), "name": sp("a")}}}, true,
+			map[string]bool{"id5": true, "tenant7": true, "table": true}},
+		{"update moving tenant", []change{{table: "public.items",
+			old: map[string]*string{"id": sp("5"), "tenant_id": sp("7")},
+			new: map[string]*string{"id": sp("5"), "tenant_id": sp("8"), "name": sp("b")}}}, true,
+			map[string]bool{"id5": true, "tenant7": true, "tenant8": true, "table": true}},
+		{"update with the key alone in old", []change{{table: "public.items",
+			old: map[string]*string{"id": sp("5")},
+			new: map[string]*string{"id": sp("5"), "tenant_id": sp("8")}}}, true,
+			all("id6")},
+		{"delete with the key alone", []change{{table: "public.items", old: map[string]*string{"id": sp("6")}}}, true,
+			all("id5")},
+		{"NULL tenant", []change{{table: "public.items", old: map[string]*string{"id": sp("5"), "tenant_id": nil},
+			new: map[string]*string{"id": sp("5"), "tenant_id": nil}}}, true,
+			map[string]bool{"id5": true, "table": true}},
+		{"two changes, one without tenant", []change{
+			{table: "public.items", new: map[string]*string{"id": sp("5"), "tenant_id": sp("7")}},
+			{table: "public.items", new: map[string]*string{"id": sp("6")}}}, true,
+			all()},
+		{"two changes", []change{
+			{table: "public.items", new: map[string]*string{"id": sp("5"), "tenant_id": sp("7")}},
+			{table: "public.items", old: map[string]*string{"id": sp("9"), "tenant_id": sp("7")}}}, true,
+			map[string]bool{"id5": true, "tenant7": true, "table": true}},
+		{"non-canonical value", []change{{table: "public.items", new: map[string]*string{"id": sp("x5"), "tenant_id": sp("7")}}}, true,
+			all("tenant8")},
+		{"whole", []change{{table: "public.items", whole: true}}, true, all()},
+		{"whole after rows", []change{{table: "public.items", new: map[string]*string{"id": sp("5"), "tenant_id": sp("7")}},
+			{table: "public.items", whole: true}}, true, all()},
+		{"no values", []change{{table: "public.items"}}, true, all()},
+		{"types not known", []change{{table: "public.items", new: map[string]*string{"id": sp("5"), "tenant_id": sp("7")}}}, false, all()},
+		{"unknown table", []change{{new: map[string]*string{"id": sp("5")}}}, true, all()},
+		{"other table", []change{{table: "public.other", new: map[string]*string{"id": sp("5")}}}, true, map[string]bool{}},
+	} {
+		s := New()
+		if c.known {
+			s.rowCols.set("items", map[string]colClass{"id": classInt, "tenant_id": classInt}, s.schemaGen.Load())
+		}
+		seq := s.epochs.now()
+		s.applyChanges(c.cs)
+		for name, rows := range reads {
+			if got := !s.epochs.unchangedFor(seq, []string{"items"}, true, rows); got != c.stale[name] {
+				t.Errorf("%s: read %s ended = %v, want %v", c.name, name, got, c.stale[name])
+			}
+		}
+	}
+}
