@@ -187,11 +187,11 @@ func TestEpochsAreBounded(t *testing.T) {
 	// The floor of fleet epochs too; messages naming too many tables, or
 	// too long a name, count as writes to every table.
 	var f fleetFloor
-	for i := range maxFloorTables + 10 {
+	for i := range maxEpochTables + 10 {
 		f.raise([]string{fmt.Sprint("t", i)}, false, uint64(100+i))
 	}
-	if len(f.tables) > maxFloorTables || f.admits(100, []string{"t0"}) || f.admits(99+maxFloorTables, []string{"t0"}) {
-		t.Fatalf("floor: %d tables, all %d", len(f.tables), f.all)
+	if len(f.e.tables) > maxEpochTables || f.admits(100, []string{"t0"}) || f.admits(99+maxEpochTables, []string{"t0"}) {
+		t.Fatalf("floor: %d tables, all %d", len(f.e.tables), f.e.all.Load())
 	}
 	tier := newMemTier(newFakeClock())
 	s := fleetOf(t, 1, tier, Options{})[0].s
