@@ -17,11 +17,19 @@
 //	ns+"lease:"+key  a string: the token of the instance holding the lease
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
 //	                 field "*" for the last write to all tables; field "\x00seq",
-//	                 the fleet sequence; field "\x00base", where it started
+//	                 the fleet sequence; field "\x00base", where it started;
+//	                 per table t, t+"\x00c" its coarse epoch (writes whose rows
+//	                 are not known), t+"\x00p" its pin sets (at most 16, each
+//	                 with its epoch) and t+"\x00b" the base of its tag hash
+//	ns+"tags:"+t     a hash: "column\x00value" -> sequence of the last write
+//	                 that pinned it (at most maxTableTags, then dropped and
+//	                 t's coarse epoch raised); field "\x00base", as t+"\x00b"
+//	                 (a hash evicted alone is noticed: its tags count as
+//	                 written up to the fleet sequence)
 //	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // The sequence and the epochs live in one key, so that Redis evicts them
-// together. The sequence follows Redis's clock in microseconds (a number is
+// together (a tag hash is checked against its base there). The sequence follows Redis's clock in microseconds (a number is
 // the clock, or one more than the number before if that is higher), and no
 // version is handed out from a sequence more than a second ahead of the
 // clock: whoever lowers or raises the counter cannot make a write take a
