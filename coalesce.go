@@ -753,12 +753,7 @@ func (e *epochs) stamp(n uint64, tables []string, known bool, rows []rowWrite) {
 		// the epoch of "all", which this write raises past every epoch it
 		// forgets (every epoch moves forward; reads check "all" under the
 		// lock too).
-		top := n
-		for _, te := range e.tables {
-			top = max(top, te.any)
-		}
-		e.raiseAll(top)
-		clear(e.tables)
+		e.forgetTables(n)
 		return
 	}
 	for _, t := range tables {
@@ -793,6 +788,17 @@ func (e *epochs) stamp(n uint64, tables []string, known bool, rows []rowWrite) {
 			}
 		}
 	}
+}
+
+// forgetTables forgets every table's epochs, raising "all" past each of
+// them and n. The caller holds e.mu.
+func (e *epochs) forgetTables(n uint64) {
+	top := n
+	for _, te := range e.tables {
+		top = max(top, te.any)
+	}
+	e.raiseAll(top)
+	clear(e.tables)
 }
 
 func (e *epochs) table(k string) *tableEpochs {

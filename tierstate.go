@@ -547,12 +547,7 @@ func (e *epochs) raiseTable(k string, coarse bool, n uint64) {
 		e.tables = make(map[string]*tableEpochs)
 	}
 	if _, ok := e.tables[k]; !ok && len(e.tables) >= maxEpochTables {
-		top := n
-		for _, te := range e.tables {
-			top = max(top, te.any)
-		}
-		e.raiseAll(top)
-		clear(e.tables)
+		e.forgetTables(n)
 		return
 	}
 	te = e.table(k)

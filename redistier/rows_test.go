@@ -27,6 +27,16 @@ func pins(table string, kv ...any) sqlflight.RowPins {
 	return rp
 }
 
+// fetchEpochs returns the epochs of names (the "all" epoch left out).
+func fetchEpochs(t *testing.T, tier *Tier, ns string, names []string) []uint64 {
+	t.Helper()
+	sv, err := tier.Fetch(ctxT(t), ns, "k", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sv.Epochs[:len(names)]
+}
+
 // TestRowEpochs: a row write raises its table's epoch, its pin set's and
 // its values'; a read tagged on other values, or on a column the write
 // pinned, sees none of it; a write to the table as a whole raises the
@@ -35,14 +45,7 @@ func TestRowEpochs(t *testing.T) {
 	tier, _, ns := setup(t)
 	ctx := ctxT(t)
 	rec := subscribed(t, tier, ns)
-	fetch := func(names []string) []uint64 {
-		t.Helper()
-		sv, err := tier.Fetch(ctx, ns, "k", names)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sv.Epochs[:len(names)]
-	}
+	fetch := func(names []string) []uint64 { return fetchEpochs(t, tier, ns, names) }
 	id5 := rowNames([]string{"id"}, "id\x005")
 	id6 := rowNames([]string{"id"}, "id\x006")
 	tenant7 := rowNames([]string{"tenant_id"}, "tenant_id\x007")
@@ -91,14 +94,7 @@ func TestRowEpochsBounded(t *testing.T) {
 	old := maxTableTags
 	maxTableTags = 8
 	t.Cleanup(func() { maxTableTags = old })
-	fetch := func(names []string) []uint64 {
-		t.Helper()
-		sv, err := tier.Fetch(ctx, ns, "k", names)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sv.Epochs[:len(names)]
-	}
+	fetch := func(names []string) []uint64 { return fetchEpochs(t, tier, ns, names) }
 	// Sets.
 	for i := range maxPinSets {
 		if _, err := publish(ctx, tier, ns, sqlflight.Invalidation{Rows: []sqlflight.RowPins{pins("items", fmt.Sprint("c", i), []string{})}}); err != nil {
