@@ -731,9 +731,17 @@ func (e *epochs) bump(tables []string, known bool) uint64 {
 // sequence number it took.
 func (e *epochs) bumpRows(tables []string, known bool, rows []rowWrite) uint64 {
 	n := e.seq.Add(1)
+	e.stamp(n, tables, known, rows)
+	return n
+}
+
+// stamp records a write numbered n (tables as a whole, every table when not
+// known, and the rows of other tables that rows pin) without taking a
+// number: the fleet floor stamps the fleet's numbers.
+func (e *epochs) stamp(n uint64, tables []string, known bool, rows []rowWrite) {
 	if !known {
 		e.raiseAll(n)
-		return n
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -745,13 +753,8 @@ func (e *epochs) bumpRows(tables []string, known bool, rows []rowWrite) uint64 {
 		// the epoch of "all", which this write raises past every epoch it
 		// forgets (every epoch moves forward; reads check "all" under the
 		// lock too).
-		top := n
-		for _, te := range e.tables {
-			top = max(top, te.any)
-		}
-		e.raiseAll(top)
-		clear(e.tables)
-		return n
+		e.forgetTables(n)
+		return
 	}
 	for _, t := range tables {
 		te := e.table(tableKey(t))
@@ -785,7 +788,17 @@ func (e *epochs) bumpRows(tables []string, known bool, rows []rowWrite) uint64 {
 			}
 		}
 	}
-	return n
+}
+
+// forgetTables forgets every table's epochs, raising "all" past each of
+// them and n. The caller holds e.mu.
+func (e *epochs) forgetTables(n uint64) {
+	top := n
+	for _, te := range e.tables {
+		top = max(top, te.any)
+	}
+	e.raiseAll(top)
+	clear(e.tables)
 }
 
 func (e *epochs) table(k string) *tableEpochs {
@@ -914,8 +927,9 @@ func (s *Shield) bump(tables []string, known bool) {
 
 // bumpWrite records a write through the Shield (or reported by a feed):
 // its tables as a whole, and the rows it proves it touched. The fleet hears
-// of every table it wrote, rows or not: the shared tier's epochs are kept
-// by table.
+// of both: other instances apply the same row writes, and the shared
+// tier's epochs keep them (within the bounds of a message; past them, a
+// row write is published as a write to its table).
 func (s *Shield) bumpWrite(w write) {
 	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
 		return
@@ -938,5 +952,5 @@ func (s *Shield) bumpWrite(w write) {
 	keys := epochKeys(all, w.known)
 	ts.begin(keys)
 	s.epochs.bumpRows(w.tables, w.known, w.rows)
-	ts.publish(keys)
+	ts.publish(keys, w)
 }

@@ -35,6 +35,23 @@ type SharedStore interface {
 	// fleet epochs of tables: Epochs[i] is the sequence of the last write
 	// published for tables[i] (0 if none), and Epochs[len(tables)] that of
 	// the last write published for all tables.
+	//
+	// Besides table names, tables holds the epochs of a table's rows,
+	// named by the table (which never holds a NUL), a NUL and a kind:
+	//
+	//	t "\x00c"                the last write to t whose rows are not known:
+	//	                         one published in Invalidation.Tables, or a
+	//	                         row write the tier could not record by rows
+	//	t "\x00p" c1 "\x00" c2 … the last row write to t pinned on a set of
+	//	                         columns none of which is c1, c2, … (sorted)
+	//	t "\x00t" c "\x00" v     the last row write to t that pinned value v
+	//	                         of column c
+	//
+	// Every write to t raises the epoch of t, and either its "c" epoch or
+	// the epochs of its pin set and its values: a reader of rows of t
+	// checks "c", "p" and "t" names instead of t. A tier may answer any of
+	// them with a higher epoch than the exact one (it may forget rows,
+	// bounding its memory, by raising "c"), never a lower one.
 	Fetch(ctx context.Context, ns, key string, tables []string) (SharedValue, error)
 
 	// Store writes data under key for ttl unless the value stored there has
@@ -88,9 +105,10 @@ type InvalidationBus interface {
 	NextSeq(ctx context.Context, ns string) (uint64, error)
 
 	// Publish records inv.Seq, a number NextSeq returned, as the epoch of
-	// inv.Tables (of all tables when inv.All) unless the epoch recorded is
-	// already higher, so that Fetch reports it from then on, and tells every
-	// subscriber, Tag included.
+	// inv.Tables (of all tables when inv.All) and of the rows inv.Rows pin
+	// (see Fetch for the epochs a row write raises) unless the epoch
+	// recorded is already higher, so that Fetch reports it from then on,
+	// and tells every subscriber, Tag included.
 	Publish(ctx context.Context, ns string, inv Invalidation) error
 
 	// Subscribe calls fn with every invalidation published in ns, by any
@@ -103,15 +121,26 @@ type InvalidationBus interface {
 
 // Invalidation is one write, as the bus carries it. The Shield acts only on
 // an invalidation whose Tag is the MAC of the fleet secret over the
-// namespace, Seq, All, Source and Tables.
+// namespace, Seq, All, Source, Tables and Rows.
 type Invalidation struct {
-	Tables    []string
+	Tables    []string // written as a whole (their epochs and their "c" epochs)
+	Rows      []RowPins
 	All       bool   // a write to tables not known
 	Seq       uint64 // from NextSeq
 	Source    string // the publishing Shield's instance id
 	Tag       []byte // the publisher's MAC; opaque to the bus
 	Resync    bool   // not a write: messages may have been lost
 	Malformed bool   // not a write: a message the bus could not read (the Shield counts and ignores it)
+}
+
+// RowPins is a write to rows of one table that the writer proved have,
+// before and after the write, column Columns[i] equal to one of Values[i]
+// (or NULL). Columns are sorted and distinct, each column's values sorted
+// and distinct; a column pinned to no value touched only NULLs.
+type RowPins struct {
+	Table   string
+	Columns []string
+	Values  [][]string
 }
 
 // Defaults of the shared-tier Options.

@@ -2,12 +2,14 @@ package sqlflight
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,9 +37,17 @@ type memTier struct {
 	seq    uint64
 	vals   map[string]memVal
 	leases map[string]memLease
-	epochs map[string]uint64
-	subs   map[int]func(Invalidation)
-	nsub   int
+	// epochs by ns+name (see SharedStore.Fetch): tables, "*", and the
+	// coarse ("t\x00c") and tag ("t\x00tc\x00v") epochs of tables' rows;
+	// sets are the pin sets of ns+table, at most maxPinSets; tags counts a
+	// table's tag epochs, at most maxTags (0: 1<<16) before they are
+	// dropped and the table's coarse epoch raised to the sequence.
+	epochs  map[string]uint64
+	sets    map[string][]pinSet
+	tags    map[string]int
+	maxTags int
+	subs    map[int]func(Invalidation)
+	nsub    int
 }
 
 type memVal struct {
@@ -53,7 +63,7 @@ type memLease struct {
 
 func newMemTier(clk *fakeClock) *memTier {
 	return &memTier{clock: clk, vals: map[string]memVal{}, leases: map[string]memLease{}, epochs: map[string]uint64{},
-		subs: map[int]func(Invalidation){}}
+		sets: map[string][]pinSet{}, tags: map[string]int{}, subs: map[int]func(Invalidation){}}
 }
 
 var errMemDown = errors.New("memTier: down")
@@ -81,6 +91,16 @@ func (m *memTier) Fetch(ctx context.Context, ns, key string, tables []string) (S
 	defer m.mu.Unlock()
 	v := SharedValue{Epochs: make([]uint64, len(tables)+1)}
 	for i, t := range tables {
+		table, rest, _ := strings.Cut(t, "\x00")
+		if cols, ok := strings.CutPrefix(rest, "p"); ok {
+			c := strings.Split(cols, "\x00")
+			for _, ps := range m.sets[ns+table] {
+				if disjoint(ps.cols, c) {
+					v.Epochs[i] = max(v.Epochs[i], ps.epoch)
+				}
+			}
+			continue
+		}
 		v.Epochs[i] = m.epochs[ns+t]
 	}
 	v.Epochs[len(tables)] = m.epochs[ns+"*"]
@@ -152,11 +172,45 @@ func (m *memTier) Publish(ctx context.Context, ns string, inv Invalidation) erro
 		return errMemDown
 	}
 	m.mu.Lock()
+	raise := func(name string) { m.epochs[ns+name] = max(m.epochs[ns+name], inv.Seq) }
 	if inv.All {
-		m.epochs[ns+"*"] = max(m.epochs[ns+"*"], inv.Seq)
+		raise("*")
 	}
 	for _, t := range inv.Tables {
-		m.epochs[ns+t] = max(m.epochs[ns+t], inv.Seq)
+		raise(t)
+		raise(t + "\x00c")
+	}
+	for _, rp := range inv.Rows {
+		raise(rp.Table)
+		sets := m.sets[ns+rp.Table]
+		i := slices.IndexFunc(sets, func(ps pinSet) bool { return slices.Equal(ps.cols, rp.Columns) })
+		switch {
+		case i >= 0:
+			sets[i].epoch = max(sets[i].epoch, inv.Seq)
+		case len(sets) < maxPinSets:
+			m.sets[ns+rp.Table] = append(sets, pinSet{cols: rp.Columns, epoch: inv.Seq})
+		default:
+			raise(rp.Table + "\x00c")
+			continue
+		}
+		for j, c := range rp.Columns {
+			for _, v := range rp.Values[j] {
+				k := rp.Table + "\x00t" + c + "\x00" + v
+				if _, ok := m.epochs[ns+k]; !ok {
+					m.tags[ns+rp.Table]++
+				}
+				raise(k)
+			}
+		}
+		if limit := cmp.Or(m.maxTags, 1<<16); m.tags[ns+rp.Table] > limit {
+			for k := range m.epochs {
+				if strings.HasPrefix(k, ns+rp.Table+"\x00t") {
+					delete(m.epochs, k)
+				}
+			}
+			delete(m.tags, ns+rp.Table)
+			m.epochs[ns+rp.Table+"\x00c"] = max(m.epochs[ns+rp.Table+"\x00c"], m.seq)
+		}
 	}
 	var subs []func(Invalidation)
 	for _, fn := range m.subs {

@@ -187,11 +187,11 @@ func TestEpochsAreBounded(t *testing.T) {
 	// The floor of fleet epochs too; messages naming too many tables, or
 	// too long a name, count as writes to every table.
 	var f fleetFloor
-	for i := range maxFloorTables + 10 {
+	for i := range maxEpochTables + 10 {
 		f.raise([]string{fmt.Sprint("t", i)}, false, uint64(100+i))
 	}
-	if len(f.tables) > maxFloorTables || f.admits(100, []string{"t0"}) || f.admits(99+maxFloorTables, []string{"t0"}) {
-		t.Fatalf("floor: %d tables, all %d", len(f.tables), f.all)
+	if len(f.e.tables) > maxEpochTables || f.admits(100, []string{"t0"}) || f.admits(99+maxEpochTables, []string{"t0"}) {
+		t.Fatalf("floor: %d tables, all %d", len(f.e.tables), f.e.all.Load())
 	}
 	tier := newMemTier(newFakeClock())
 	s := fleetOf(t, 1, tier, Options{})[0].s
@@ -320,5 +320,83 @@ func BenchmarkSharedEnvelope(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRowMessages: a row write reaches another instance as a row write
+// (its read of another id stays), under a MAC that covers the rows: a
+// message whose rows were changed is rejected; rows past the bounds of a
+// message are published, and applied, as a write to their table.
+func TestRowMessages(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	var got []Invalidation
+	stop, _ := tier.Subscribe(f[0].s.tier.ns, func(inv Invalidation) { got = append(got, inv) })
+	defer stop()
+	s := f[1].s
+	id6 := tagged("items", []string{"id"}, []string{"6"})
+	id5 := tagged("items", []string{"id"}, []string{"5"})
+	at := s.epochs.now()
+	f[0].s.bumpWrite(write{known: true, rows: []rowWrite{pinned("items", "id", []string{"5"})}})
+	if len(got) != 1 || len(got[0].Rows) != 1 || len(got[0].Tables) != 0 || got[0].All {
+		t.Fatalf("%+v", got)
+	}
+	if !s.epochs.unchangedFor(at, []string{"items"}, true, id6) || s.epochs.unchangedFor(at, []string{"items"}, true, id5) {
+		t.Fatal("the other instance did not apply the row write as one")
+	}
+	if !s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id5) {
+		t.Fatal("the floor does not hold the row write")
+	}
+
+	// Forged: the rows changed under the same tag; another column.
+	forged := got[0]
+	forged.Rows = []RowPins{{Table: "items", Columns: []string{"id"}, Values: [][]string{{"6"}}}}
+	forged2 := got[0]
+	forged2.Rows = []RowPins{{Table: "items", Columns: []string{"name"}, Values: [][]string{{"5"}}}}
+	forged3 := got[0]
+	forged3.Rows = nil
+	forged3.Tables = []string{"items"}
+	at = s.epochs.now()
+	rejected := s.Stats().InvalidationsRejected
+	for _, inv := range []Invalidation{forged, forged2, forged3} {
+		s.onInvalidation(inv)
+	}
+	if s.epochs.now() != at || s.Stats().InvalidationsRejected != rejected+3 {
+		t.Fatalf("forged rows applied: %+v", s.Stats())
+	}
+
+	// Too many values: the table.
+	many := make([]string, maxMessagePins+1)
+	for i := range many {
+		many[i] = fmt.Sprint(1000 + i)
+	}
+	got = nil
+	at = s.epochs.now()
+	f[0].s.bumpWrite(write{known: true, rows: []rowWrite{pinned("items", "id", many), pinned("other", "id", []string{"1"})}})
+	if len(got) != 1 || fmt.Sprint(got[0].Tables) != "[items]" || len(got[0].Rows) != 1 || got[0].Rows[0].Table != "other" {
+		t.Fatalf("%+v", got)
+	}
+	if s.epochs.unchangedFor(at, []string{"items"}, true, id6) {
+		t.Fatal("a row write past the bounds was not applied to its table")
+	}
+	// A well-authenticated message past the bounds (from a publisher with
+	// other bounds) is applied to its table too; a NUL in a name, to all.
+	for _, c := range []struct {
+		rows []RowPins
+		all  bool
+	}{
+		{[]RowPins{{Table: "items", Columns: []string{"id"}, Values: [][]string{many}}}, false},
+		{[]RowPins{{Table: "items", Columns: []string{"id", "id"}, Values: [][]string{{"1"}, {"2"}}}}, false},
+		{[]RowPins{{Table: "items", Columns: []string{"i\x00d"}, Values: [][]string{{"1"}}}}, false},
+		{[]RowPins{{Table: "it\x00ems", Columns: []string{"id"}, Values: [][]string{{"1"}}}}, true},
+	} {
+		inv := Invalidation{Rows: c.rows, Seq: tier.seq + 100, Source: "other"}
+		inv.Tag = s.tier.ring.MessageTagRows(s.tier.ns, inv.Seq, false, inv.Source, nil, rowsFlat(inv.Rows))
+		at = s.epochs.now()
+		allBefore := s.epochs.all.Load()
+		s.onInvalidation(inv)
+		if c.all != (s.epochs.all.Load() != allBefore) || s.epochs.unchangedFor(at, []string{"items"}, true, id6) && !c.all {
+			t.Errorf("%q: not applied to the table (all: %v)", c.rows, c.all)
+		}
 	}
 }

@@ -62,12 +62,15 @@ func (s *Shield) sharedKey(rd *read) string {
 }
 
 // fetchShared returns the L2 value of rd if it is usable now: decodable,
-// newer than every write published to its tables, and not expired by rd's
+// newer than every write published to its tables (to the rows it depends
+// on, for a read tagged by its rows), and not expired by rd's
 // own policy (its fill time plus rd's hard, within the value's life). It returns the entry for L1 (not yet stored) and the value's
 // version (0 when there is no usable value).
 func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
 	ts := s.tier
-	tables := epochKeys(rd.tables, true)
+	// A read tagged by its rows checks the epochs of those rows, not its
+	// table's: the coarse epoch, its pin sets' and its tags'.
+	tables := sharedEpochNames(rd.tables, rd.rows)
 	var v SharedValue
 	err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -89,7 +92,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 			return nil, nil // computed before a write the fleet was told of
 		}
 	}
-	if !ts.floor.admits(v.Version, tables) {
+	if !ts.floor.admitsRows(v.Version, rd.tables, rd.rows) {
 		return nil, nil // computed before a write this instance knows of
 	}
 	if v.Seq > 0 && v.Version > v.Seq {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,9 +90,6 @@ const (
 	// so that its message, whatever the bus's quoting (up to four bytes a
 	// byte), stays within what a subscriber reads (redistier: 64 KiB).
 	maxMessageNames = 8 << 10
-	// maxFloorTables bounds the tables whose fleet epochs an instance
-	// remembers; past it, one floor for every table.
-	maxFloorTables = 4096
 	// flushRetryInterval is how often invalidations that could not be
 	// published are tried again.
 	flushRetryInterval = 500 * time.Millisecond
@@ -334,11 +333,16 @@ func (ts *tierState) begin(tables []string) {
 	}
 }
 
-// publish tells the fleet about a write marked by begin, or remembers it
-// for when the tier is back, then ends the mark.
-func (ts *tierState) publish(tables []string) {
+// publish tells the fleet about w, a write whose tables begin marked
+// (nil: every table), or remembers its tables for when the tier is back (a
+// write published late is published as a write to its tables as a whole),
+// then ends the mark.
+func (ts *tierState) publish(tables []string, w write) {
 	err := ts.call(context.Background(), func(ctx context.Context) error {
-		return ts.send(ctx, tables)
+		if tables == nil {
+			return ts.send(ctx, true, nil, nil)
+		}
+		return ts.send(ctx, false, epochKeys(w.tables, true), fleetRows(w.rows))
 	})
 	if err != nil {
 		defer ts.retryLater() // runs after the deferred Unlock below
@@ -377,10 +381,11 @@ func (ts *tierState) flushCtx(ctx context.Context) error {
 		return nil
 	}
 	var tables []string // nil: every table
-	if _, all := sent["*"]; !all {
+	_, all := sent["*"]
+	if !all {
 		tables = slices.Sorted(maps.Keys(sent))
 	}
-	if err := ts.send(ctx, tables); err != nil {
+	if err := ts.send(ctx, all, tables, nil); err != nil {
 		return err
 	}
 	ts.stats.published.Add(1)
@@ -394,24 +399,30 @@ func (ts *tierState) flushCtx(ctx context.Context) error {
 	return nil
 }
 
-// send publishes a write to tables (nil: every table; too many, or a name
-// too long, count as every table): it takes the write's fleet sequence
-// number first, so that the message's MAC covers it, then records and
-// publishes it. The write's number becomes this instance's floor of its
-// tables.
-func (ts *tierState) send(ctx context.Context, tables []string) error {
-	if !boundedTables(tables) {
-		tables = nil
+// send publishes a write to tables as a whole (to every table, when all;
+// too many tables, or a name too long, count as every table) and to the
+// rows that rows pin (too many, or too long, count as writes to their
+// tables): it takes the write's fleet sequence number first, so that the
+// message's MAC covers it, then records and publishes it. The write's
+// number becomes this instance's floor of what it wrote.
+func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows []RowPins) error {
+	if !all {
+		tables, rows = boundRows(tables, rows)
+		if !boundedTables(tables) {
+			all, tables, rows = true, nil, nil
+		}
+	} else {
+		tables, rows = nil, nil
 	}
 	seq, err := ts.t.NextSeq(ctx, ts.ns)
 	if err != nil {
 		return err
 	}
-	inv := Invalidation{Tables: tables, All: tables == nil, Seq: seq, Source: ts.source}
-	inv.Tag = ts.ring.MessageTag(ts.ns, seq, inv.All, inv.Source, inv.Tables)
+	inv := Invalidation{Tables: tables, Rows: rows, All: all, Seq: seq, Source: ts.source}
+	inv.Tag = ts.ring.MessageTagRows(ts.ns, seq, inv.All, inv.Source, inv.Tables, rowsFlat(inv.Rows))
 	// Raised first: from now on, no value older than the write is taken,
 	// whatever Redis says of its epochs.
-	ts.floor.raise(tables, inv.All, seq)
+	ts.floor.raiseRows(tables, all, localRows(rows), seq)
 	return ts.t.Publish(ctx, ts.ns, inv)
 }
 
@@ -422,99 +433,286 @@ func boundedTables(tables []string) bool {
 	}
 	n := 0
 	for _, t := range tables {
-		if len(t) > maxTableName {
-			return false
+		if len(t) > maxTableName || strings.IndexByte(t, 0) >= 0 {
+			return false // a NUL separates a table from its rows in epoch names
 		}
 		n += len(t)
 	}
 	return n <= maxMessageNames
 }
 
-// fleetFloor keeps, per table, the highest fleet epoch this instance knows
-// of, in bounded memory: past maxFloorTables tables it keeps one floor for
-// every table (the highest it knew), which refuses more values than
-// needed, never fewer.
+// fleetFloor keeps the highest fleet epochs this instance knows of (its
+// own writes, authenticated messages, epochs a Fetch reported), which Redis
+// cannot take back: an epochs of the in-process model (tables, sets of
+// pinned columns, tags) stamped with fleet sequence numbers, in the same
+// bounded memory — past its bounds it raises coarser epochs (a table's,
+// "all"), which refuses more values than needed, never fewer. learned
+// keeps the epochs of pin-set names ("the last write pinned on no column
+// of C") a Fetch reported, which name no set of their own.
 type fleetFloor struct {
-	mu     sync.RWMutex
-	all    uint64
-	tables map[string]uint64
+	e       epochs
+	mu      sync.Mutex
+	learned map[string]uint64
 }
+
+// maxLearnedSets bounds the pin-set names whose epochs the floor keeps;
+// past it, it raises the table's coarse epoch instead.
+const maxLearnedSets = 1024
 
 // raise records a write of fleet sequence seq to tables (every table when
 // all).
 func (f *fleetFloor) raise(tables []string, all bool, seq uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if all {
-		f.all = max(f.all, seq)
-		return
-	}
-	if f.tables == nil {
-		f.tables = make(map[string]uint64)
-	}
-	for _, t := range tables {
-		k := tableKey(t)
-		if f.tables[k] >= seq || f.all >= seq {
-			continue
-		}
-		if _, ok := f.tables[k]; !ok && len(f.tables) >= maxFloorTables {
-			for _, v := range f.tables {
-				f.all = max(f.all, v)
-			}
-			f.all = max(f.all, seq)
-			clear(f.tables)
-			return
-		}
-		f.tables[k] = seq
-	}
+	f.raiseRows(tables, all, nil, seq)
 }
 
-// learn raises the floors of tables (epoch keys) to the epochs a Fetch
-// reported for them (epochs[len(tables)]: every table's), when they are
-// within the fleet sequence seq (0: not known).
-func (f *fleetFloor) learn(tables []string, epochs []uint64, seq uint64) {
-	f.mu.RLock()
-	higher := false
-	for i, ep := range epochs {
-		if ep <= f.all || (seq > 0 && ep > seq) {
-			continue
-		}
-		if i < len(tables) && f.tables[tables[i]] >= ep {
-			continue
-		}
-		higher = true
-		break
-	}
-	f.mu.RUnlock()
-	if !higher {
-		return
-	}
+// raiseRows records a write of fleet sequence seq to tables (every table
+// when all) and to the rows that rows pin.
+func (f *fleetFloor) raiseRows(tables []string, all bool, rows []rowWrite, seq uint64) {
+	f.e.stamp(seq, tables, !all, rows)
+}
+
+// learn raises the floors of names (epoch names, see SharedStore.Fetch)
+// to the epochs a Fetch reported for them (epochs[len(names)]: every
+// table's), when they are within the fleet sequence seq (0: not known).
+func (f *fleetFloor) learn(names []string, epochs []uint64, seq uint64) {
 	for i, ep := range epochs {
 		if ep == 0 || (seq > 0 && ep > seq) {
 			continue
 		}
-		if i < len(tables) {
-			f.raise(tables[i:i+1], false, ep)
-		} else {
-			f.raise(nil, true, ep)
+		if i >= len(names) {
+			f.e.raiseAll(ep)
+			continue
+		}
+		name := names[i]
+		table, rest, rows := strings.Cut(name, "\x00")
+		switch {
+		case !rows:
+			f.e.raiseTable(table, false, ep)
+		case rest == "c":
+			f.e.raiseTable(table, true, ep)
+		case strings.HasPrefix(rest, "t"):
+			f.e.raiseTagAbove(table+"\x00"+rest[1:], ep)
+		case strings.HasPrefix(rest, "p"):
+			f.mu.Lock()
+			old, ok := f.learned[name]
+			switch {
+			case ok || len(f.learned) < maxLearnedSets:
+				if f.learned == nil {
+					f.learned = make(map[string]uint64)
+				}
+				f.learned[name] = max(old, ep)
+				f.mu.Unlock()
+			default:
+				f.mu.Unlock()
+				f.e.raiseTable(table, true, ep)
+			}
 		}
 	}
 }
 
 // admits reports whether a value of version may be newer than every write
-// to tables (epoch keys) this instance knows of.
+// to tables this instance knows of.
 func (f *fleetFloor) admits(version uint64, tables []string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if version <= f.all {
+	return f.admitsRows(version, tables, nil)
+}
+
+// admitsRows reports whether a value of version, of a read of tables that
+// depends on the rows of its table that rows names (nil: on every row),
+// may be newer than every write to them this instance knows of.
+func (f *fleetFloor) admitsRows(version uint64, tables []string, rows *rowDeps) bool {
+	if version == 0 || !f.e.unchangedFor(version-1, tables, true, rows) {
 		return false
 	}
+	if rows == nil {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.learned[pinSetName(rows)] < version
+}
+
+// raiseTable raises the epoch of table k (a tableKey) to n, and its coarse
+// epoch with it when coarse, within maxEpochTables.
+func (e *epochs) raiseTable(k string, coarse bool, n uint64) {
+	e.mu.RLock()
+	te := e.tables[k]
+	done := te != nil && te.any >= n && (!coarse || te.coarse >= n)
+	e.mu.RUnlock()
+	if done || e.all.Load() >= n {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tables == nil {
+		e.tables = make(map[string]*tableEpochs)
+	}
+	if _, ok := e.tables[k]; !ok && len(e.tables) >= maxEpochTables {
+		e.forgetTables(n)
+		return
+	}
+	te = e.table(k)
+	te.any = max(te.any, n)
+	if coarse {
+		te.coarse = max(te.coarse, n)
+	}
+}
+
+// raiseTagAbove raises the epoch of tag k to n unless it is already there.
+func (e *epochs) raiseTagAbove(k string, n uint64) {
+	e.mu.RLock()
+	done := e.tags[k] >= n || e.tagFloor >= n
+	e.mu.RUnlock()
+	if done {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.raiseTag(k, n)
+}
+
+// Bounds of the row writes of one invalidation: at most maxMessagePins
+// values in all, their names (tables, columns, values) counted with the
+// tables' against maxMessageNames. A row write past them is published (and,
+// received, applied) as a write to its table.
+const maxMessagePins = 256
+
+// fleetRows returns the row writes of rws as an invalidation carries them:
+// a row write without pins is a write to its table (Table alone).
+func fleetRows(rws []rowWrite) []RowPins {
+	if len(rws) == 0 {
+		return nil
+	}
+	out := make([]RowPins, 0, len(rws))
+	for _, rw := range rws {
+		rp := RowPins{Table: rw.table, Columns: slices.Sorted(maps.Keys(rw.pins))}
+		rp.Values = make([][]string, len(rp.Columns))
+		for i, c := range rp.Columns {
+			rp.Values[i] = rw.pins[c]
+		}
+		out = append(out, rp)
+	}
+	return out
+}
+
+// boundRows returns tables and rows within the bounds of one invalidation:
+// a row write that is not well formed (no column, columns not sorted and
+// distinct, a NUL in a name, a table name too long), or past the bounds
+// (see maxMessagePins), moves its table to tables. Rows are kept in order
+// while they fit.
+func boundRows(tables []string, rows []RowPins) ([]string, []RowPins) {
+	if len(rows) == 0 {
+		return tables, nil
+	}
+	n := 0
 	for _, t := range tables {
-		if version <= f.tables[t] {
-			return false
+		n += len(t)
+	}
+	pins := 0
+	var kept []RowPins
+	var whole []string
+	for _, rp := range rows {
+		size, vals, ok := rowSize(rp)
+		if !ok || pins+vals > maxMessagePins || n+size+len(rp.Table) > maxMessageNames {
+			whole = append(whole, rp.Table)
+			n += len(rp.Table)
+			continue
+		}
+		pins += vals
+		n += size
+		kept = append(kept, rp)
+	}
+	if len(whole) > 0 {
+		tables = append(slices.Clip(tables), whole...)
+	}
+	return tables, kept
+}
+
+// rowSize returns the bytes of rp's names and the number of its values,
+// and whether it is well formed.
+func rowSize(rp RowPins) (size, vals int, ok bool) {
+	if len(rp.Columns) == 0 || len(rp.Values) != len(rp.Columns) || len(rp.Table) > maxTableName ||
+		strings.IndexByte(rp.Table, 0) >= 0 {
+		return 0, 0, false
+	}
+	size = len(rp.Table)
+	for i, c := range rp.Columns {
+		if c == "" || strings.IndexByte(c, 0) >= 0 || (i > 0 && rp.Columns[i-1] >= c) {
+			return 0, 0, false
+		}
+		size += len(c)
+		for _, v := range rp.Values[i] {
+			size += len(v)
+		}
+		vals += len(rp.Values[i])
+	}
+	return size, vals, true
+}
+
+// localRows returns the row writes of rows (well formed: see boundRows)
+// for the epochs.
+func localRows(rows []RowPins) []rowWrite {
+	if len(rows) == 0 {
+		return nil
+	}
+	out := make([]rowWrite, 0, len(rows))
+	for _, rp := range rows {
+		rw := rowWrite{table: tableKey(rp.Table), pins: make(map[string][]string, len(rp.Columns))}
+		for i, c := range rp.Columns {
+			rw.pins[c] = slices.Clip(rp.Values[i])
+		}
+		out = append(out, rw)
+	}
+	return out
+}
+
+// rowsFlat is the canonical form of rows that an invalidation's MAC
+// covers: for each, its table, its number of columns, and for each column
+// its name, its number of values and the values.
+func rowsFlat(rows []RowPins) []string {
+	if len(rows) == 0 {
+		return nil
+	}
+	var out []string
+	for _, rp := range rows {
+		out = append(out, rp.Table, strconv.Itoa(len(rp.Columns)))
+		for i, c := range rp.Columns {
+			var vals []string
+			if i < len(rp.Values) {
+				vals = rp.Values[i]
+			}
+			out = append(out, c, strconv.Itoa(len(vals)))
+			out = append(out, vals...)
 		}
 	}
-	return true
+	return out
+}
+
+// pinSetName is the epoch name (see SharedStore.Fetch) of the last write
+// to rows' table pinned on no column of the read's.
+func pinSetName(rows *rowDeps) string {
+	return rows.table + "\x00p" + strings.Join(rows.cols, "\x00")
+}
+
+// sharedEpochNames returns the epoch names a read of tables checks: the
+// tables', and for the table whose rows it depends on (rows, may be nil),
+// that table's coarse epoch, its pin-set epoch and its tags' epochs.
+func sharedEpochNames(tables []string, rows *rowDeps) []string {
+	keys := epochKeys(tables, true)
+	if rows == nil || !slices.Contains(keys, rows.table) {
+		return keys
+	}
+	out := make([]string, 0, len(keys)+2+len(rows.keys))
+	for _, k := range keys {
+		if k != rows.table {
+			out = append(out, k)
+			continue
+		}
+		out = append(out, k+"\x00c", pinSetName(rows))
+		for _, tk := range rows.keys {
+			out = append(out, k+"\x00t"+tk[len(k)+1:])
+		}
+	}
+	return out
 }
 
 // blocked reports whether a write to one of tables (to any table, when not
@@ -567,19 +765,27 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 		ts.stats.resyncs.Add(1)
 		s.epochs.bump(nil, false)
 	case inv.Malformed ||
-		!ts.trustMessages && !ts.ring.CheckMessage(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables):
+		!ts.trustMessages && !ts.ring.CheckMessageRows(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables, rowsFlat(inv.Rows)):
 		ts.stats.rejected.Add(1)
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
 	default:
 		ts.stats.received.Add(1)
-		all := inv.All || !boundedTables(inv.Tables)
-		tables := inv.Tables
+		all, tables, rows := inv.All, inv.Tables, inv.Rows
+		if !all {
+			// A row write past the bounds counts as a write to its table
+			// (one whose table is past them, as a write to every table).
+			tables, rows = boundRows(tables, rows)
+			all = !boundedTables(tables)
+		}
+		var local []rowWrite
 		if all {
 			tables = nil
+		} else {
+			local = localRows(rows)
 		}
-		ts.floor.raise(tables, all, inv.Seq)
-		s.epochs.bump(tables, !all)
+		ts.floor.raiseRows(tables, all, local, inv.Seq)
+		s.epochs.bumpRows(tables, !all, local)
 	}
 }
 

@@ -237,17 +237,25 @@ func isTimeout(err error) bool {
 //	"table"...
 //
 // with seq in decimal, the tag in hex, and every string in Go's quoted
-// form, so that any bytes round-trip. A message longer than
-// maxMessageBytes, or naming more than maxMessageTables tables, is not read.
+// form, so that any bytes round-trip. A message with row writes is
+// sqlflight/3 and goes on, after its tables, with for each row write a line
+// r "table" and, for each of its columns, a line c "column" "value"...
+// A message longer than maxMessageBytes, or of more than maxMessageTables
+// lines after its source, is not read.
 const (
 	messageVersion   = "sqlflight/2"
+	messageRows      = "sqlflight/3"
 	maxMessageBytes  = 64 << 10
 	maxMessageTables = 1024
 )
 
 func encodeInvalidation(inv sqlflight.Invalidation) string {
 	var b strings.Builder
-	b.WriteString(messageVersion)
+	if len(inv.Rows) > 0 {
+		b.WriteString(messageRows)
+	} else {
+		b.WriteString(messageVersion)
+	}
 	b.WriteByte(' ')
 	b.WriteString(strconv.FormatUint(inv.Seq, 10))
 	if inv.All {
@@ -261,6 +269,20 @@ func encodeInvalidation(inv sqlflight.Invalidation) string {
 	for _, t := range inv.Tables {
 		b.WriteByte('\n')
 		b.WriteString(strconv.Quote(t))
+	}
+	for _, rp := range inv.Rows {
+		b.WriteString("\nr ")
+		b.WriteString(strconv.Quote(rp.Table))
+		for i, c := range rp.Columns {
+			b.WriteString("\nc ")
+			b.WriteString(strconv.Quote(c))
+			if i < len(rp.Values) {
+				for _, v := range rp.Values[i] {
+					b.WriteByte(' ')
+					b.WriteString(strconv.Quote(v))
+				}
+			}
+		}
 	}
 	return b.String()
 }
@@ -279,9 +301,10 @@ func decodeInvalidation(msg string) (sqlflight.Invalidation, error) {
 		return inv, fmt.Errorf("%w: no source", errMalformed)
 	}
 	f := strings.Split(head, " ")
-	if len(f) != 4 || f[0] != messageVersion {
+	if len(f) != 4 || (f[0] != messageVersion && f[0] != messageRows) {
 		return inv, fmt.Errorf("%w: unknown header", errMalformed)
 	}
+	withRows := f[0] == messageRows
 	seq, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil || seq == 0 {
 		return inv, fmt.Errorf("%w: sequence", errMalformed)
@@ -304,15 +327,60 @@ func decodeInvalidation(msg string) (sqlflight.Invalidation, error) {
 	if inv.Source, err = strconv.Unquote(lines[0]); err != nil {
 		return inv, fmt.Errorf("%w: source", errMalformed)
 	}
-	if len(lines) > 1 {
-		inv.Tables = make([]string, 0, len(lines)-1)
-	}
-	for _, l := range lines[1:] {
-		t, err := strconv.Unquote(l)
+	lines = lines[1:]
+	for len(lines) > 0 && strings.HasPrefix(lines[0], `"`) {
+		t, err := strconv.Unquote(lines[0])
 		if err != nil {
 			return inv, fmt.Errorf("%w: table", errMalformed)
 		}
 		inv.Tables = append(inv.Tables, t)
+		lines = lines[1:]
+	}
+	if len(lines) > 0 && !withRows {
+		return inv, fmt.Errorf("%w: table", errMalformed)
+	}
+	for _, l := range lines {
+		kind, quoted, _ := strings.Cut(l, " ")
+		strs, ok := unquoteAll(quoted)
+		switch {
+		case !ok || len(strs) == 0:
+			return inv, fmt.Errorf("%w: row", errMalformed)
+		case kind == "r" && len(strs) == 1:
+			inv.Rows = append(inv.Rows, sqlflight.RowPins{Table: strs[0]})
+		case kind == "c" && len(inv.Rows) > 0:
+			rp := &inv.Rows[len(inv.Rows)-1]
+			rp.Columns = append(rp.Columns, strs[0])
+			rp.Values = append(rp.Values, strs[1:])
+		default:
+			return inv, fmt.Errorf("%w: row", errMalformed)
+		}
+	}
+	if withRows && len(inv.Rows) == 0 {
+		return inv, fmt.Errorf("%w: no row", errMalformed)
 	}
 	return inv, nil
+}
+
+// unquoteAll reads s, Go-quoted strings separated by single spaces.
+func unquoteAll(s string) ([]string, bool) {
+	var out []string
+	for s != "" {
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, false
+		}
+		v, err := strconv.Unquote(q)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		s = s[len(q):]
+		if s != "" {
+			if s[0] != ' ' || len(s) == 1 {
+				return nil, false
+			}
+			s = s[1:]
+		}
+	}
+	return out, true
 }

@@ -17,11 +17,19 @@
 //	ns+"lease:"+key  a string: the token of the instance holding the lease
 //	ns+"epochs"      a hash: table name -> sequence of its last published write;
 //	                 field "*" for the last write to all tables; field "\x00seq",
-//	                 the fleet sequence; field "\x00base", where it started
+//	                 the fleet sequence; field "\x00base", where it started;
+//	                 per table t, t+"\x00c" its coarse epoch (writes whose rows
+//	                 are not known), t+"\x00p" its pin sets (at most 16, each
+//	                 with its epoch) and t+"\x00b" the base of its tag hash
+//	ns+"tags:"+t     a hash: "column\x00value" -> sequence of the last write
+//	                 that pinned it (at most maxTableTags, then dropped and
+//	                 t's coarse epoch raised); field "\x00base", as t+"\x00b"
+//	                 (a hash evicted alone is noticed: its tags count as
+//	                 written up to the fleet sequence)
 //	ns+"invalidate"  the pub/sub channel of invalidations
 //
 // The sequence and the epochs live in one key, so that Redis evicts them
-// together. The sequence follows Redis's clock in microseconds (a number is
+// together (a tag hash is checked against its base there). The sequence follows Redis's clock in microseconds (a number is
 // the clock, or one more than the number before if that is higher), and no
 // version is handed out from a sequence more than a second ahead of the
 // clock: whoever lowers or raises the counter cannot make a write take a
@@ -53,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,35 +186,135 @@ func epochsKey(ns string) string     { return ns + "epochs" }
 func channel(ns string) string       { return ns + "invalidate" }
 
 // Fetch implements sqlflight.SharedStore: one pipelined round trip reads the
-// value and the epochs of tables.
+// value, the epochs of tables and, for row epochs (see
+// sqlflight.SharedStore.Fetch), the pin sets and tags of their tables.
 func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlflight.SharedValue, error) {
+	// The fields of the epochs hash read (each once), and where each name's
+	// epoch comes from.
 	fields := make([]string, 0, len(tables)+3)
-	fields = append(fields, tables...)
-	fields = append(fields, allTables, baseField, seqField)
+	index := make(map[string]int, len(tables)+3)
+	field := func(f string) int {
+		i, ok := index[f]
+		if !ok {
+			i = len(fields)
+			index[f] = i
+			fields = append(fields, f)
+		}
+		return i
+	}
+	type tagRead struct {
+		table string
+		base  int      // the epochs field of the tag hash's base
+		names []string // "c\x00v"
+		at    []int    // the index in tables of each
+	}
+	type source struct {
+		field int    // an epochs field, or -1
+		set   string // for a pin-set name: "" (not one) or the columns
+		tag   bool
+	}
+	var tags []*tagRead
+	src := make([]source, len(tables))
+	for i, name := range tables {
+		table, rest, rows := strings.Cut(name, "\x00")
+		switch {
+		case !rows || rest == "c":
+			src[i] = source{field: field(name)}
+		case strings.HasPrefix(rest, "p"):
+			src[i] = source{field: field(table + pinSetsSuffix), set: "\x00" + rest[1:]}
+		case strings.HasPrefix(rest, "t") && strings.Contains(rest[1:], "\x00"):
+			j := slices.IndexFunc(tags, func(tr *tagRead) bool { return tr.table == table })
+			if j < 0 {
+				tags = append(tags, &tagRead{table: table, base: field(table + tagBaseSuffix)})
+				j = len(tags) - 1
+			}
+			tags[j].names = append(tags[j].names, rest[1:])
+			tags[j].at = append(tags[j].at, i)
+			src[i] = source{field: -1, tag: true}
+		default:
+			src[i] = source{field: field(name)} // no kind of row epoch: a field of its own
+		}
+	}
+	all := field(allTables)
+	baseAt, seqAt := field(baseField), field(seqField)
 
 	pipe := t.client.Pipeline()
 	val := pipe.HMGet(ctx, valueKey(ns, key), "v", "d")
 	eps := pipe.HMGet(ctx, epochsKey(ns), fields...)
+	tagCmds := make([]*redis.SliceCmd, len(tags))
+	for j, tr := range tags {
+		tagCmds[j] = pipe.HMGet(ctx, tagsKey(ns, tr.table), append([]string{tagBaseField}, tr.names...)...)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return sqlflight.SharedValue{}, err
 	}
 
-	var sv sqlflight.SharedValue
-	got := make([]uint64, len(fields))
+	raw := make([]string, len(fields))
 	for i, e := range eps.Val() {
-		s, ok := e.(string)
-		if !ok {
-			continue // no write published for this table
+		raw[i], _ = e.(string)
+	}
+	epoch := func(name, s string) (uint64, error) {
+		if s == "" {
+			return 0, nil // no write published for it
 		}
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			// Reading it as 0 could serve a result the write made stale.
-			return sqlflight.SharedValue{}, fmt.Errorf("redistier: epoch of %q is %q, not a sequence number", fields[i], s)
+			return 0, fmt.Errorf("redistier: epoch of %q is not a sequence number", name)
+		}
+		return n, nil
+	}
+	got := make([]uint64, len(fields))
+	for i, f := range fields {
+		if strings.HasSuffix(f, pinSetsSuffix) {
+			continue
+		}
+		n, err := epoch(f, raw[i])
+		if err != nil {
+			return sqlflight.SharedValue{}, err
 		}
 		got[i] = n
 	}
-	sv.Epochs = got[:len(fields)-2]
-	base, seq := got[len(fields)-2], got[len(fields)-1]
+	var sv sqlflight.SharedValue
+	sv.Epochs = make([]uint64, len(tables)+1)
+	seq := got[seqAt]
+	for i, sc := range src {
+		switch {
+		case sc.tag:
+		case sc.set != "":
+			ep, err := disjointEpoch(raw[sc.field], strings.Split(sc.set[1:], "\x00"))
+			if err != nil {
+				return sqlflight.SharedValue{}, err
+			}
+			sv.Epochs[i] = ep
+		default:
+			sv.Epochs[i] = got[sc.field]
+		}
+	}
+	for j, tr := range tags {
+		vals := tagCmds[j].Val()
+		base, _ := vals[0].(string)
+		lost := raw[tr.base] != "" && base != raw[tr.base]
+		for k, at := range tr.at {
+			switch {
+			case raw[tr.base] == "":
+				// No tag recorded since this sequence began.
+			case lost:
+				// The tags were evicted: any of them may have been written
+				// up to now.
+				sv.Epochs[at] = max(seq, 1)
+			default:
+				s, _ := vals[1+k].(string)
+				n, err := epoch(tables[at], s)
+				if err != nil {
+					return sqlflight.SharedValue{}, err
+				}
+				sv.Epochs[at] = n
+			}
+		}
+	}
+	sv.Epochs[len(tables)] = got[all]
+	base := got[baseAt]
 	if base == 0 || seq == 0 {
 		return sv, nil // no sequence: no value can be told apart from a stale one
 	}
@@ -230,6 +339,59 @@ func (t *Tier) Fetch(ctx context.Context, ns, key string, tables []string) (sqlf
 	sv.Data = make([]byte, len(d)) // non-nil even when empty
 	copy(sv.Data, d)
 	return sv, nil
+}
+
+// Row epochs of a table t, in the epochs hash and in a hash of its own.
+const (
+	// t+pinSetsSuffix holds t's pin sets, at most maxPinSets, each as
+	// "epoch len columns" (the columns sorted, joined by NULs, len their
+	// length in bytes), one after the other.
+	pinSetsSuffix = "\x00p"
+	// t+tagBaseSuffix holds the base of t's tag hash: its tagBaseField
+	// holds the same, unless the hash was evicted (or was made under
+	// another sequence).
+	tagBaseSuffix = "\x00b"
+	tagBaseField  = "\x00base"
+	// maxPinSets bounds a table's pin sets: a row write pinned on another
+	// set past it raises the table's coarse epoch (t+"\x00c") instead.
+	maxPinSets = 16
+)
+
+// maxTableTags bounds the tags a table's tag hash holds: past it, the hash
+// is dropped and the table's coarse epoch raised to the fleet sequence.
+// A variable so that tests can lower it.
+var maxTableTags = 16384
+
+// tagsKey is the hash of table's tag epochs: field "column\x00value" ->
+// sequence of the last write that pinned it.
+func tagsKey(ns, table string) string { return ns + "tags:" + table }
+
+// disjointEpoch returns the highest epoch of the pin sets encoded in s
+// that share no column with cols.
+func disjointEpoch(s string, cols []string) (uint64, error) {
+	var top uint64
+	bad := errors.New("redistier: malformed pin sets")
+	for s != "" {
+		ep, rest, ok := strings.Cut(s, " ")
+		if !ok {
+			return 0, bad
+		}
+		ln, rest, ok := strings.Cut(rest, " ")
+		n, err := strconv.Atoi(ln)
+		if !ok || err != nil || n < 0 || n > len(rest) {
+			return 0, bad
+		}
+		set := strings.Split(rest[:n], "\x00")
+		s = rest[n:]
+		e, err := strconv.ParseUint(ep, 10, 64)
+		if err != nil {
+			return 0, bad
+		}
+		if !slices.ContainsFunc(set, func(c string) bool { return slices.Contains(cols, c) }) {
+			top = max(top, e)
+		}
+	}
+	return top, nil
 }
 
 // atLeast is the Lua function that reports whether the decimal number a
@@ -384,22 +546,112 @@ func (t *Tier) NextSeq(ctx context.Context, ns string) (uint64, error) {
 	return seq, nil
 }
 
-// publishScript records ARGV[2] as the epoch of the tables written (ARGV[4:];
-// of all tables when ARGV[3] is "1"), where it is higher than the epoch
-// recorded (two writers may publish out of the order of their numbers), and
-// publishes the message ARGV[5] on channel ARGV[1].
+// publishScript records ARGV[2] as the epoch of what a write touched,
+// where it is higher than the epoch recorded (two writers may publish out
+// of the order of their numbers), and publishes the message ARGV[4] on
+// channel ARGV[1]: of all tables when ARGV[3] is "1"; of the ARGV[7]
+// tables that follow, and their coarse epochs; then of row writes, each as
+// table, pin set (the columns joined by NULs), number of columns and, per
+// column, its name, its number of values and the values: the table's epoch,
+// its pin set's (or, a new set past ARGV[6] sets, its coarse epoch) and
+// its tags', in the table's tag hash (KEYS[1+i] for the i-th row write),
+// which holds at most ARGV[5] tags.
 var publishScript = redis.NewScript(atLeast + `
 local seq = ARGV[2]
-local function raise(f)
-	if not atleast(redis.call('HGET', KEYS[1], f), seq) then
-		redis.call('HSET', KEYS[1], f, seq)
+local E = KEYS[1]
+local function raiseto(k, f, v)
+	if not atleast(redis.call('HGET', k, f), v) then
+		redis.call('HSET', k, f, v)
 	end
+end
+local function raise(f)
+	raiseto(E, f, seq)
 end
 if ARGV[3] == '1' then
 	raise('*')
 end
-for i = 5, #ARGV do
+local maxtags, maxsets = tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 8
+for _ = 1, tonumber(ARGV[7]) do
 	raise(ARGV[i])
+	raise(ARGV[i] .. '\0c')
+	i = i + 1
+end
+local r = 1
+while i <= #ARGV do
+	r = r + 1
+	local tk = KEYS[r]
+	local t, setkey, ncols = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+	i = i + 3
+	raise(t)
+	local fleet = redis.call('HGET', E, '\0seq') or seq
+	-- The table's pin sets.
+	local f = t .. '\0p'
+	local s = redis.call('HGET', E, f) or ''
+	local out, found, n, j = {}, false, 0, 1
+	while j <= #s do
+		local a = string.find(s, ' ', j, true)
+		local b = string.find(s, ' ', a + 1, true)
+		local ep = string.sub(s, j, a - 1)
+		local len = tonumber(string.sub(s, a + 1, b - 1))
+		local key = string.sub(s, b + 1, b + len)
+		j = b + len + 1
+		if key == setkey then
+			found = true
+			if not atleast(ep, seq) then
+				ep = seq
+			end
+		end
+		n = n + 1
+		out[n] = ep .. ' ' .. #key .. ' ' .. key
+	end
+	local recorded = true
+	if not found then
+		if n < maxsets then
+			n = n + 1
+			out[n] = seq .. ' ' .. #setkey .. ' ' .. setkey
+		else
+			recorded = false
+		end
+	end
+	if recorded then
+		redis.call('HSET', E, f, table.concat(out))
+	else
+		raise(t .. '\0c')
+	end
+	-- Its tags.
+	local tags = {}
+	for _ = 1, ncols do
+		local col, nv = ARGV[i], tonumber(ARGV[i + 1])
+		i = i + 2
+		for _ = 1, nv do
+			tags[#tags + 1] = col .. '\0' .. ARGV[i]
+			i = i + 1
+		end
+	end
+	if recorded and #tags > 0 then
+		local bf = t .. '\0b'
+		local base = redis.call('HGET', E, bf)
+		if not base or redis.call('HGET', tk, '\0base') ~= base then
+			if base then
+				-- Its tags were evicted: any may have been written up to now.
+				raiseto(E, t .. '\0c', fleet)
+			end
+			redis.call('DEL', tk)
+			redis.call('HSET', tk, '\0base', seq)
+			redis.call('HSET', E, bf, seq)
+		end
+		for _, tag in ipairs(tags) do
+			raiseto(tk, tag, seq)
+		end
+		if redis.call('HLEN', tk) > maxtags + 1 then
+			-- Too many: forget them, and end every read of the table's rows
+			-- that one of them could have ended.
+			raiseto(E, t .. '\0c', fleet)
+			redis.call('DEL', tk)
+			redis.call('HDEL', E, bf)
+		end
+	end
 end
 redis.call('PUBLISH', ARGV[1], ARGV[4])
 return 1
@@ -413,12 +665,29 @@ func (t *Tier) Publish(ctx context.Context, ns string, inv sqlflight.Invalidatio
 	if inv.All {
 		all = "1"
 	}
-	args := make([]any, 0, 4+len(inv.Tables))
-	args = append(args, channel(ns), strconv.FormatUint(inv.Seq, 10), all, encodeInvalidation(inv))
+	args := make([]any, 0, 7+len(inv.Tables)+8*len(inv.Rows))
+	args = append(args, channel(ns), strconv.FormatUint(inv.Seq, 10), all, encodeInvalidation(inv),
+		maxTableTags, maxPinSets, len(inv.Tables))
 	for _, tbl := range inv.Tables {
 		args = append(args, tbl)
 	}
-	return publishScript.Run(ctx, t.client, []string{epochsKey(ns)}, args...).Err()
+	keys := make([]string, 1, 1+len(inv.Rows))
+	keys[0] = epochsKey(ns)
+	for _, rp := range inv.Rows {
+		keys = append(keys, tagsKey(ns, rp.Table))
+		args = append(args, rp.Table, strings.Join(rp.Columns, "\x00"), len(rp.Columns))
+		for i, c := range rp.Columns {
+			var vals []string
+			if i < len(rp.Values) {
+				vals = rp.Values[i]
+			}
+			args = append(args, c, len(vals))
+			for _, v := range vals {
+				args = append(args, v)
+			}
+		}
+	}
+	return publishScript.Run(ctx, t.client, keys, args...).Err()
 }
 
 // Subscribe implements sqlflight.InvalidationBus. It returns once the

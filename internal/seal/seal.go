@@ -225,12 +225,20 @@ func (r *Ring) keys() []*Keys {
 // in, its sequence number, whether it is a write to every table, the
 // publishing instance and the tables, in order.
 func (r *Ring) MessageTag(ns string, seq uint64, all bool, source string, tables []string) []byte {
+	return r.MessageTagRows(ns, seq, all, source, tables, nil)
+}
+
+// MessageTagRows is MessageTag for an invalidation that also carries row
+// writes, given as the flat list of strings rows (the caller's canonical
+// form, counts included, so that it reads one way only). Without rows it
+// is MessageTag's tag.
+func (r *Ring) MessageTagRows(ns string, seq uint64, all bool, source string, tables, rows []string) []byte {
 	tag := make([]byte, TagLen)
-	r.Current.messageTag(tag, ns, seq, all, source, tables)
+	r.Current.messageTag(tag, ns, seq, all, source, tables, rows)
 	return tag
 }
 
-func (k *Keys) messageTag(dst []byte, ns string, seq uint64, all bool, source string, tables []string) {
+func (k *Keys) messageTag(dst []byte, ns string, seq uint64, all bool, source string, tables, rows []string) {
 	st := k.message.get()
 	b := append(st.buf[:0], "sqlflight/invalidation\x00"...)
 	w := func(s string) {
@@ -249,6 +257,15 @@ func (k *Keys) messageTag(dst []byte, ns string, seq uint64, all bool, source st
 	for _, t := range tables {
 		w(t)
 	}
+	if len(rows) > 0 {
+		// Absent for a message of tables alone, whose tag stays the one
+		// fleets before row writes computed.
+		b = append(b, "rows\x00"...)
+		b = binary.AppendUvarint(b, uint64(len(rows)))
+		for _, s := range rows {
+			w(s)
+		}
+	}
 	st.h.Write(b)
 	st.buf = b
 	copy(dst, st.h.Sum(st.sum[:0]))
@@ -258,6 +275,12 @@ func (k *Keys) messageTag(dst []byte, ns string, seq uint64, all bool, source st
 // CheckMessage reports whether tag is the tag of the invalidation under
 // the current or the previous secret.
 func (r *Ring) CheckMessage(tag []byte, ns string, seq uint64, all bool, source string, tables []string) bool {
+	return r.CheckMessageRows(tag, ns, seq, all, source, tables, nil)
+}
+
+// CheckMessageRows is CheckMessage for an invalidation with rows (see
+// MessageTagRows).
+func (r *Ring) CheckMessageRows(tag []byte, ns string, seq uint64, all bool, source string, tables, rows []string) bool {
 	if r.NoVerify {
 		return true
 	}
@@ -266,7 +289,7 @@ func (r *Ring) CheckMessage(tag []byte, ns string, seq uint64, all bool, source 
 	}
 	for _, k := range r.keys() {
 		var want [TagLen]byte
-		k.messageTag(want[:], ns, seq, all, source, tables)
+		k.messageTag(want[:], ns, seq, all, source, tables, rows)
 		if hmac.Equal(want[:], tag) {
 			return true
 		}
