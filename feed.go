@@ -397,7 +397,12 @@ func (f *scopeFeed) session(ctx context.Context, ready func()) error {
 
 // notifySession LISTENs for the triggers' notifications.
 func (f *scopeFeed) notifySession(ctx context.Context, ready func()) error {
-	conn, err := pgx.ConnectConfig(ctx, f.cfg.Copy())
+	cfg := f.cfg.Copy()
+	// The scope's config comes from a pooled connection, whose
+	// OnNotification buffers into that connection; pgx installs the feed
+	// connection's own only when it is nil.
+	cfg.OnNotification = nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return feedUnavailable(err, "cannot open the feed's connection (%s)", errorClass(err))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -37,6 +38,11 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, apply func([]change), re
 				return ctx.Err()
 			}
 			return fmt.Errorf("sqlflight: waiting for change notifications: %w", err)
+		}
+		if n == nil {
+			// pgx hands notifications to the connection's OnNotification
+			// when one is set: none reaches here then.
+			return errors.New("sqlflight: the change feed's connection delivers its notifications elsewhere")
 		}
 		if n.Channel != NotifyChannel {
 			continue
