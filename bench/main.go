@@ -6,6 +6,12 @@
 //
 // Origin executions are counted by PostgreSQL itself: every benchmark query
 // calls a plpgsql function that bumps a sequence of this run.
+//
+// The Zipf mix runs twice: with the writes through each contender, and with
+// the writes made by a plain pgx pool that tells no cache anything, where
+// sqlflight also runs with each change feed. For those the role must be
+// able to create a publication on the bench table and triggers on it, and
+// the server needs wal_level = logical (leave it out with -only).
 package main
 
 import (
