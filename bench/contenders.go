@@ -33,19 +33,47 @@ type contender interface {
 	write(ctx context.Context, q string, readQ string, id int64) (int64, error)
 	// hits is the number of reads served without waiting on the database.
 	hits() uint64
+	// pool is the contender's database/sql pool.
+	pool() *sql.DB
 	close()
+}
+
+// openArgs is what a contender is opened with.
+type openArgs struct {
+	dsn         string
+	maxConns    int
+	ttl         time.Duration
+	feed        sqlflight.FeedMode
+	publication string // the replication feed's publication (sqlflight with FeedReplication)
 }
 
 type contenderKind struct {
 	name string
-	open func(dsn string, maxConns int, ttl time.Duration) (contender, error)
+	open func(openArgs) (contender, error)
+	// feed is the change feed a sqlflight contender follows; the workload
+	// prepares what it needs on the bench table (a publication, the
+	// triggers) before opening and removes it after closing.
+	feed sqlflight.FeedMode
 }
 
+// kinds are the contenders of every workload.
 var kinds = []contenderKind{
-	{"raw pgx", openRawC},
-	{"x/sync singleflight", openSingleflightC},
-	{"sturdyc", openSturdyC},
-	{"sqlflight", openFlightC},
+	{name: "raw pgx", open: openRawC},
+	{name: "x/sync singleflight", open: openSingleflightC},
+	{name: "sturdyc", open: openSturdyC},
+	{name: "sqlflight", open: openFlightC},
+}
+
+// outsideKinds are the contenders of the Zipf mix whose writes a plain pgx
+// client makes: nobody tells the caches, so sqlflight runs once without a
+// feed (as blind as the others) and once with each change feed.
+var outsideKinds = []contenderKind{
+	{name: "raw pgx", open: openRawC},
+	{name: "x/sync singleflight", open: openSingleflightC},
+	{name: "sturdyc", open: openSturdyC},
+	{name: "sqlflight, no feed", open: openFlightC},
+	{name: "sqlflight, feed=replication", open: openFlightC, feed: sqlflight.FeedReplication},
+	{name: "sqlflight, feed=notify", open: openFlightC, feed: sqlflight.FeedNotify},
 }
 
 // scanAll reads every row of rs into a fresh slice.
@@ -109,8 +137,8 @@ func openPool(dsn string, maxConns int) (*sql.DB, error) {
 
 type rawC struct{ db *sql.DB }
 
-func openRawC(dsn string, maxConns int, _ time.Duration) (contender, error) {
-	db, err := openPool(dsn, maxConns)
+func openRawC(a openArgs) (contender, error) {
+	db, err := openPool(a.dsn, a.maxConns)
 	return &rawC{db}, err
 }
 func (c *rawC) read(ctx context.Context, q string, args ...any) ([]row, error) {
@@ -119,8 +147,9 @@ func (c *rawC) read(ctx context.Context, q string, args ...any) ([]row, error) {
 func (c *rawC) write(ctx context.Context, q, _ string, id int64) (int64, error) {
 	return execWrite(ctx, c.db, q, id)
 }
-func (c *rawC) hits() uint64 { return 0 }
-func (c *rawC) close()       { _ = c.db.Close() }
+func (c *rawC) hits() uint64  { return 0 }
+func (c *rawC) pool() *sql.DB { return c.db }
+func (c *rawC) close()        { _ = c.db.Close() }
 
 // --- singleflight by hand ---
 
@@ -129,8 +158,8 @@ type sfC struct {
 	g  singleflight.Group
 }
 
-func openSingleflightC(dsn string, maxConns int, _ time.Duration) (contender, error) {
-	db, err := openPool(dsn, maxConns)
+func openSingleflightC(a openArgs) (contender, error) {
+	db, err := openPool(a.dsn, a.maxConns)
 	return &sfC{db: db}, err
 }
 func (c *sfC) read(ctx context.Context, q string, args ...any) ([]row, error) {
@@ -150,8 +179,9 @@ func (c *sfC) write(ctx context.Context, q, readQ string, id int64) (int64, erro
 	c.g.Forget(keyOf(readQ, id))
 	return ver, err
 }
-func (c *sfC) hits() uint64 { return 0 }
-func (c *sfC) close()       { _ = c.db.Close() }
+func (c *sfC) hits() uint64  { return 0 }
+func (c *sfC) pool() *sql.DB { return c.db }
+func (c *sfC) close()        { _ = c.db.Close() }
 
 // --- sturdyc by hand ---
 
@@ -175,12 +205,13 @@ type sturdyC struct {
 	ttl time.Duration
 }
 
-func openSturdyC(dsn string, maxConns int, ttl time.Duration) (contender, error) {
-	db, err := openPool(dsn, maxConns)
+func openSturdyC(a openArgs) (contender, error) {
+	db, err := openPool(a.dsn, a.maxConns)
 	if err != nil {
 		return nil, err
 	}
 	h := &hitCounter{}
+	ttl := a.ttl
 	if ttl <= 0 {
 		ttl = time.Nanosecond // effectively uncached (not used by workloads that do not cache)
 	}
@@ -197,8 +228,9 @@ func (c *sturdyC) write(ctx context.Context, q, readQ string, id int64) (int64, 
 	c.c.Delete(keyOf(readQ, id))
 	return ver, err
 }
-func (c *sturdyC) hits() uint64 { return c.hit.n.Load() }
-func (c *sturdyC) close()       { _ = c.db.Close() }
+func (c *sturdyC) hits() uint64  { return c.hit.n.Load() }
+func (c *sturdyC) pool() *sql.DB { return c.db }
+func (c *sturdyC) close()        { _ = c.db.Close() }
 
 // --- sqlflight ---
 
@@ -207,14 +239,16 @@ type flightC struct {
 	sh *sqlflight.Shield
 }
 
-func openFlightC(dsn string, maxConns int, _ time.Duration) (contender, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+// openFlightC opens sqlflight; a feed it follows is opened by the pool's
+// first connection (e.open pre-warms the pool).
+func openFlightC(a openArgs) (contender, error) {
+	cfg, err := pgx.ParseConfig(a.dsn)
 	if err != nil {
 		return nil, err
 	}
-	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg))
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
+	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), sqlflight.Options{Feed: a.feed, FeedPublication: a.publication})
+	db.SetMaxOpenConns(a.maxConns)
+	db.SetMaxIdleConns(a.maxConns)
 	return &flightC{db: db, sh: sqlflight.ShieldOf(db)}, nil
 }
 func (c *flightC) read(ctx context.Context, q string, args ...any) ([]row, error) {
@@ -226,6 +260,21 @@ func (c *flightC) write(ctx context.Context, q, _ string, id int64) (int64, erro
 func (c *flightC) hits() uint64 {
 	s := c.sh.Stats()
 	return s.FreshHits + s.StaleHits + s.NegativeHits
+}
+func (c *flightC) pool() *sql.DB { return c.db }
+
+// note says what the feed did during the run, if there is one.
+func (c *flightC) note() string {
+	s := c.sh.Stats()
+	if s.FeedState == "" {
+		return ""
+	}
+	n := fmt.Sprintf("feed %s at the end: %d transactions applied, %d resyncs, %d errors",
+		s.FeedState, s.FeedTransactions, s.FeedResyncs, s.FeedErrors)
+	if s.FeedDelay.Count > 0 { // the replication feed knows each commit's time; NOTIFY does not
+		n += fmt.Sprintf(", commit → invalidation delay p99 ≤ %gs (FeedDelay bucket)", s.FeedDelay.Quantile(0.99))
+	}
+	return n
 }
 func (c *flightC) close() {
 	_ = c.db.Close()

@@ -6,6 +6,12 @@
 //
 // Origin executions are counted by PostgreSQL itself: every benchmark query
 // calls a plpgsql function that bumps a sequence of this run.
+//
+// The Zipf mix runs twice: with the writes through each contender, and with
+// the writes made by a plain pgx pool that tells no cache anything, where
+// sqlflight also runs with each change feed. For those the role must be
+// able to create a publication on the bench table and triggers on it, and
+// the server needs wal_level = logical (leave it out with -only).
 package main
 
 import (
@@ -25,7 +31,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlflight/sqlflight"
 )
 
 type config struct {
@@ -46,8 +55,9 @@ type config struct {
 	zipfIDs      int
 	zipfS        float64
 	zipfWritePct int
-	zipfKeyed    bool
+	zipfRange    bool
 	zipfTTL      time.Duration
+	zipfLag      time.Duration
 	only         string
 }
 
@@ -58,14 +68,18 @@ type result struct {
 	mean    float64 // ns/op (wall, per caller)
 	p50     time.Duration
 	p99     time.Duration
-	waited  int64   // reads that waited on the database (reads − cache hits)
-	allocs  float64 // heap allocations per op (process-wide runtime.MemStats)
-	stale   int64
+	waited  int64         // reads that waited on the database (reads − cache hits)
+	allocs  float64       // heap allocations per op (process-wide runtime.MemStats)
+	stale   int64         // reads older than the last write committed before they began
+	late    int64         // stale reads that began more than cfg.zipfLag after the write that outdated them
+	oldest  time.Duration // the most a stale read began after the write that outdated it
+	note    string        // what the contender adds (its feed's state)
 	errs    int64
 	elapsed time.Duration
 }
 
 type env struct {
+	id    string
 	cfg   config
 	admin *sql.DB
 	table string
@@ -74,7 +88,16 @@ type env struct {
 	cnt   string // read counter function
 	wcnt  string // write counter function
 	slow  string // ~herdSleep function
+	pub   string // the replication feed's publication (FOR TABLE table), while one runs
 	known []atomic.Int64
+	// commits[id] holds when each version of row id was seen committed
+	// (by its writer, when the write returned), indexed by version.
+	commits []commitLog
+}
+
+type commitLog struct {
+	mu sync.Mutex
+	at []time.Time
 }
 
 func main() {
@@ -97,8 +120,9 @@ func main() {
 	flag.Float64Var(&c.zipfS, "zipf-s", 1.1, "zipf mix: exponent s (> 1)")
 	flag.IntVar(&c.zipfWritePct, "zipf-writes", 10, "zipf mix: percent of operations that are UPDATEs")
 	flag.DurationVar(&c.zipfTTL, "zipf-ttl", 5*time.Second, "zipf mix: cache TTL (sturdyc, sqlflight)")
-	flag.BoolVar(&c.zipfKeyed, "zipf-keyed", false, "zipf mix: read and write each row by id = $1 (row-level invalidation) instead of a range and a counter in WHERE")
-	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf); default all")
+	flag.BoolVar(&c.zipfRange, "zipf-range", false, "zipf mix: read each row as a range (id >= $1 AND id < $1 + 1: judged by its table) instead of id = $1 (tagged by its row); writes stay by id = $1")
+	flag.DurationVar(&c.zipfLag, "zipf-lag", 10*time.Millisecond, "zipf mix: stale reads that began more than this after the write that outdated them are counted as beyond the feed's lag")
+	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside); default all")
 	flag.Parse()
 	if c.dsn == "" {
 		fmt.Fprintln(os.Stderr, "bench: -dsn (or SQLFLIGHT_POSTGRES_DSN) is required")
@@ -150,26 +174,39 @@ func run(c config) error {
 	fmt.Printf("- PostgreSQL: %s (max_connections %s)\n", pgVersion, maxConn)
 	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) (max_connections is shared by the run; raw pgx's herd would otherwise exceed it); pools are pre-warmed to that size\n", c.maxConns)
 	fmt.Printf("- origin executions are counted in PostgreSQL (plpgsql functions bumping a sequence); \"waited on DB\" = reads − cache hits (origin callers + flight followers); allocs/op are process-wide runtime.MemStats mallocs ÷ ops\n")
-	fmt.Printf("- cells are `value (ratio vs raw pgx)`\n\n")
+	fmt.Printf("- cells are `value (ratio vs raw pgx)`\n")
+	fmt.Printf("- Zipf mix: a read is stale when it returns a version older than the newest one whose write had returned (committed) before the read began; \"stale > %v\" counts those that began more than %v after the first write they missed returned, \"oldest\" is the most any stale read began after it\n\n", c.zipfLag, c.zipfLag)
 
 	type wl struct {
 		name, title string
 		f           func(context.Context, *env, contenderKind) (result, error)
+		kinds       []contenderKind
+	}
+	shape := "reads and writes by id = $1"
+	if c.zipfRange {
+		shape = "reads by id range (table-level), writes by id = $1"
 	}
 	wls := []wl{
-		{"herd", fmt.Sprintf("1. Cold herd: %d callers × %d rounds, one new key per round, ~%v query, cache TTL 1m", c.herdCallers, c.herdRounds, c.herdSleep), coldHerd},
-		{"expiry", fmt.Sprintf("2. Expiry herd: %d readers, one read each %v for %v, ~%v query, soft %v (sqlflight hard %v; sturdyc TTL %v)", c.expReaders, c.expEvery, c.expFor, c.herdSleep, c.expSoft, c.expHard, c.expSoft), expiryHerd},
-		{"hit", fmt.Sprintf("3a. Hit path, 1 row: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 1) }},
-		{"hit", fmt.Sprintf("3b. Hit path, 25 rows: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 25) }},
-		{"write", fmt.Sprintf("4. Pass-through writes: %d sequential `UPDATE … RETURNING` (caches invalidate the read key)", c.writeIters), writes},
-		{"zipf", fmt.Sprintf("5. Zipf mix: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, c.zipfTTL), zipfMix},
+		{"herd", fmt.Sprintf("1. Cold herd: %d callers × %d rounds, one new key per round, ~%v query, cache TTL 1m", c.herdCallers, c.herdRounds, c.herdSleep), coldHerd, nil},
+		{"expiry", fmt.Sprintf("2. Expiry herd: %d readers, one read each %v for %v, ~%v query, soft %v (sqlflight hard %v; sturdyc TTL %v)", c.expReaders, c.expEvery, c.expFor, c.herdSleep, c.expSoft, c.expHard, c.expSoft), expiryHerd, nil},
+		{"hit", fmt.Sprintf("3a. Hit path, 1 row: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 1) }, nil},
+		{"hit", fmt.Sprintf("3b. Hit path, 25 rows: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 25) }, nil},
+		{"write", fmt.Sprintf("4. Pass-through writes: %d sequential `UPDATE … RETURNING` (caches invalidate the read key)", c.writeIters), writes, nil},
+		{"zipf", fmt.Sprintf("5a. Zipf mix, writes through each contender: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, %s, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, shape, c.zipfTTL),
+			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, false) }, nil},
+		{"zipf-outside", fmt.Sprintf("5b. Zipf mix, writes by a separate plain pgx client: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, %s, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, shape, c.zipfTTL),
+			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, true) }, outsideKinds},
 	}
 	for _, w := range wls {
 		if !want(c, w.name) {
 			continue
 		}
-		results := make([]result, len(kinds))
-		for i, k := range kinds {
+		ks := w.kinds
+		if ks == nil {
+			ks = kinds
+		}
+		results := make([]result, len(ks))
+		for i, k := range ks {
 			r, err := w.f(ctx, e, k)
 			if err != nil {
 				return fmt.Errorf("%s / %s: %w", w.title, k.name, err)
@@ -177,7 +214,7 @@ func run(c config) error {
 			results[i] = r
 			fmt.Fprintf(os.Stderr, "done: %s / %s in %v\n", w.name, k.name, r.elapsed.Round(time.Millisecond))
 		}
-		printTable(w.title, results)
+		printTable(w.title, ks, results, strings.HasPrefix(w.name, "zipf"))
 	}
 	return nil
 }
@@ -187,15 +224,17 @@ func setup(ctx context.Context, c config, admin *sql.DB) (*env, error) {
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	e := &env{
-		cfg:   c,
-		admin: admin,
-		table: "public.sqlflight_bench_" + id,
-		rseq:  "public.sqlflight_bench_rseq_" + id,
-		wseq:  "public.sqlflight_bench_wseq_" + id,
-		cnt:   "public.sqlflight_bench_cnt_" + id,
-		wcnt:  "public.sqlflight_bench_wcnt_" + id,
-		slow:  "public.sqlflight_bench_slow_" + id,
-		known: make([]atomic.Int64, c.zipfIDs+1),
+		id:      id,
+		cfg:     c,
+		admin:   admin,
+		table:   "public.sqlflight_bench_" + id,
+		rseq:    "public.sqlflight_bench_rseq_" + id,
+		wseq:    "public.sqlflight_bench_wseq_" + id,
+		cnt:     "public.sqlflight_bench_cnt_" + id,
+		wcnt:    "public.sqlflight_bench_wcnt_" + id,
+		slow:    "public.sqlflight_bench_slow_" + id,
+		known:   make([]atomic.Int64, c.zipfIDs+1),
+		commits: make([]commitLog, c.zipfIDs+1),
 	}
 	stmts := []string{
 		fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, v bigint NOT NULL, ver bigint NOT NULL, label text NOT NULL)`, e.table),
@@ -222,6 +261,38 @@ END $f$`, e.slow, e.rseq, c.herdSleep.Seconds()),
 	return e, nil
 }
 
+// tableName is the bench table's name in schema public.
+func (e *env) tableName() string { return strings.TrimPrefix(e.table, "public.") }
+
+// pubName is the publication a replication feed reads: the bench table alone.
+func (e *env) pubName() string { return "sqlflight_bench_pub_" + e.id }
+
+// prepareFeed makes what feed needs on the bench table — a publication FOR
+// TABLE it, or the NOTIFY triggers on it — and returns what removes it.
+func (e *env) prepareFeed(ctx context.Context, feed sqlflight.FeedMode) (undo func(), err error) {
+	var do, un string
+	switch feed {
+	case sqlflight.FeedNone:
+		return func() {}, nil
+	case sqlflight.FeedReplication:
+		do, un = fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s`, e.pubName(), e.table), fmt.Sprintf(`DROP PUBLICATION IF EXISTS %s`, e.pubName())
+	case sqlflight.FeedNotify:
+		do, un = sqlflight.InstallTriggersSQL("public", e.tableName()), sqlflight.UninstallTriggersSQL("public", e.tableName())
+	default:
+		return nil, fmt.Errorf("unknown feed %q", feed)
+	}
+	if _, err := e.admin.ExecContext(ctx, do); err != nil {
+		return nil, fmt.Errorf("prepare feed %s: %w", feed, err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.admin.ExecContext(ctx, un); err != nil {
+			fmt.Fprintf(os.Stderr, "remove feed %s: %v\n", feed, err)
+		}
+	}, nil
+}
+
 func (e *env) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -231,6 +302,8 @@ func (e *env) teardown() {
 		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, e.wcnt),
 		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, e.rseq),
 		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, e.wseq),
+		fmt.Sprintf(`DROP PUBLICATION IF EXISTS %s`, e.pubName()),
+		sqlflight.UninstallTriggersSQL("public", e.tableName()),
 		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, e.table),
 	} {
 		if _, err := e.admin.ExecContext(ctx, s); err != nil {
@@ -263,6 +336,12 @@ func (e *env) keyQuery(ann string) string {
 		ann, strings.TrimPrefix(e.table, "public."), e.cnt, e.cnt, e.table)
 }
 
+// outsideWriteQuery is keyWriteQuery as a client that knows nothing of
+// sqlflight writes it.
+func (e *env) outsideWriteQuery() string {
+	return fmt.Sprintf(`UPDATE %s SET v = v + 1, ver = ver + 1 WHERE id = $1 RETURNING ver`, e.table)
+}
+
 // keyWriteQuery updates the row of id $1 by equality (a write sqlflight
 // pins to that row; tables= and pure= say the counter writes no table and
 // leaves the session alone).
@@ -279,23 +358,24 @@ func (e *env) writeQuery() string {
 	return fmt.Sprintf(`UPDATE %s SET v = v + 1, ver = ver + 1 WHERE id = $1 AND %s() = 1 RETURNING ver`, e.table, e.wcnt)
 }
 
-// open opens contender k and pre-warms its pool to maxConns connections.
+// open opens contender k (with its feed, prepared on the bench table) and
+// pre-warms its pool to maxConns connections.
 func (e *env) open(ctx context.Context, k contenderKind, ttl time.Duration) (contender, error) {
-	c, err := k.open(e.cfg.dsn, e.cfg.maxConns, ttl)
+	undo, err := e.prepareFeed(ctx, k.feed)
 	if err != nil {
 		return nil, err
 	}
-	var db *sql.DB
-	switch x := c.(type) {
-	case *rawC:
-		db = x.db
-	case *sfC:
-		db = x.db
-	case *sturdyC:
-		db = x.db
-	case *flightC:
-		db = x.db
+	a := openArgs{dsn: e.cfg.dsn, maxConns: e.cfg.maxConns, ttl: ttl, feed: k.feed}
+	if k.feed == sqlflight.FeedReplication {
+		a.publication = e.pubName()
 	}
+	c, err := k.open(a)
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	c = &prepared{c, undo}
+	db := c.pool()
 	conns := make([]*sql.Conn, 0, e.cfg.maxConns)
 	for range e.cfg.maxConns {
 		cn, err := db.Conn(ctx)
@@ -313,6 +393,24 @@ func (e *env) open(ctx context.Context, k contenderKind, ttl time.Duration) (con
 		_ = cn.Close()
 	}
 	return c, nil
+}
+
+// prepared is a contender whose feed's preparation is undone after it closes.
+type prepared struct {
+	contender
+	undo func()
+}
+
+func (p *prepared) close() {
+	p.contender.close()
+	p.undo()
+}
+
+func (p *prepared) note() string {
+	if n, ok := p.contender.(interface{ note() string }); ok {
+		return n.note()
+	}
+	return ""
 }
 
 func mallocs() uint64 {
@@ -536,8 +634,17 @@ func writes(ctx context.Context, e *env, k contenderKind) (result, error) {
 	return r, nil
 }
 
-// observe records that version ver of id is committed.
+// observe records that version ver of id is committed: its writer has
+// just seen its write return.
 func (e *env) observe(id, ver int64) {
+	now := time.Now()
+	l := &e.commits[id]
+	l.mu.Lock()
+	if n := int(ver) + 1; n > len(l.at) {
+		l.at = slices.Grow(l.at, n-len(l.at))[:n]
+	}
+	l.at[ver] = now
+	l.mu.Unlock()
 	for {
 		cur := e.known[id].Load()
 		if ver <= cur || e.known[id].CompareAndSwap(cur, ver) {
@@ -546,23 +653,67 @@ func (e *env) observe(id, ver int64) {
 	}
 }
 
+// missedFor is how long before start the oldest write a stale read of id
+// missed (a version in (got, floor]) was seen committed. floor's own time
+// is always recorded (observe records it before publishing it in known); a
+// version in between whose writer has not recorded it yet is skipped,
+// which can only make the answer smaller, by that write's return trip.
+func (e *env) missedFor(id, got, floor int64, start time.Time) time.Duration {
+	l := &e.commits[id]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for v := got + 1; v <= floor && v < int64(len(l.at)); v++ {
+		if t := l.at[v]; !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return start.Sub(first)
+}
+
 // --- 5. zipf mix with writes ---
 
-func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
+// zipfMix runs the Zipf mix on contender k. With outside, the writes are
+// made by a plain pgx pool of their own, which tells no cache anything:
+// only a change feed can bring them to sqlflight.
+func zipfMix(ctx context.Context, e *env, k contenderKind, outside bool) (result, error) {
 	var r result
 	c, err := e.open(ctx, k, e.cfg.zipfTTL)
 	if err != nil {
 		return r, err
 	}
 	defer c.close()
-	readQ, wq := e.pointQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL), 1), e.writeQuery()
-	if e.cfg.zipfKeyed {
-		readQ, wq = e.keyQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL)), e.keyWriteQuery()
+	readQ, wq := e.keyQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL)), e.keyWriteQuery()
+	if e.cfg.zipfRange {
+		readQ = e.pointQuery(fmt.Sprintf("ttl=%v", e.cfg.zipfTTL), 1)
+	}
+	write := func(ctx context.Context, id int64) (int64, error) { return c.write(ctx, wq, readQ, id) }
+	if outside {
+		pcfg, err := pgxpool.ParseConfig(e.cfg.dsn)
+		if err != nil {
+			return r, err
+		}
+		pcfg.MaxConns = int32(min(e.cfg.zipfWorkers, e.cfg.maxConns))
+		out, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return r, err
+		}
+		defer out.Close()
+		if err := out.Ping(ctx); err != nil {
+			return r, err
+		}
+		oq := e.outsideWriteQuery()
+		write = func(ctx context.Context, id int64) (int64, error) {
+			var ver int64
+			err := out.QueryRow(ctx, oq, id).Scan(&ver)
+			return ver, err
+		}
 	}
 	var next atomic.Int64
-	var stale, errs, writesDone atomic.Int64
+	var stale, late, errs, writesDone atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
+	var oldest time.Duration
 	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
 	runtime.GC()
 	m0 := mallocs()
@@ -575,10 +726,11 @@ func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
 			rng := mrand.New(mrand.NewSource(int64(w) + 1))
 			z := mrand.NewZipf(rng, e.cfg.zipfS, 1, uint64(e.cfg.zipfIDs-1))
 			var local []time.Duration
+			var localOldest time.Duration
 			for next.Add(1) <= int64(e.cfg.zipfOps) {
 				id := int64(z.Uint64()) + 1
 				if rng.Intn(100) < e.cfg.zipfWritePct {
-					ver, err := c.write(ctx, wq, readQ, id)
+					ver, err := write(ctx, id)
 					if err != nil {
 						errs.Add(1)
 						continue
@@ -595,12 +747,18 @@ func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
 					errs.Add(1)
 					continue
 				}
-				if rows[0].Ver < floor {
+				if got := rows[0].Ver; got < floor {
 					stale.Add(1)
+					age := e.missedFor(id, got, floor, s)
+					if age > e.cfg.zipfLag {
+						late.Add(1)
+					}
+					localOldest = max(localOldest, age)
 				}
 			}
 			mu.Lock()
 			lat = append(lat, local...)
+			oldest = max(oldest, localOldest)
 			mu.Unlock()
 		}()
 	}
@@ -611,7 +769,10 @@ func zipfMix(ctx context.Context, e *env, k contenderKind) (result, error) {
 	r.elapsed = time.Since(t0)
 	r.origin = e.seqValue(ctx, e.rseq) - o0
 	r.waited = int64(r.ops) - int64(c.hits()-h0)
-	r.stale = stale.Load()
+	r.stale, r.late, r.oldest = stale.Load(), late.Load(), oldest
+	if p, ok := c.(*prepared); ok {
+		r.note = p.note()
+	}
 	r.errs = errs.Load()
 	if r.errs > 0 {
 		return r, fmt.Errorf("%d failed operations", r.errs)
@@ -652,21 +813,40 @@ func dur(d time.Duration) string {
 	}
 }
 
-func printTable(title string, rs []result) {
+func printTable(title string, ks []contenderKind, rs []result, zipf bool) {
 	base := rs[0]
 	fmt.Printf("### %s\n\n", title)
-	fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | wall |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	if zipf {
+		fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | stale > lag | oldest stale | wall |")
+		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	} else {
+		fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | wall |")
+		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	}
 	for i, r := range rs {
-		fmt.Printf("| %s | %d | %d (%s) | %s (%s) | %s (%s) | %s (%s) | %d (%s) | %.1f (%s) | %d | %s |\n",
-			kinds[i].name, r.ops,
+		fmt.Printf("| %s | %d | %d (%s) | %s (%s) | %s (%s) | %s (%s) | %d (%s) | %.1f (%s) | %d |",
+			ks[i].name, r.ops,
 			r.origin, ratio(float64(r.origin), float64(base.origin)),
 			dur(time.Duration(r.mean)), ratio(r.mean, base.mean),
 			dur(r.p50), ratio(float64(r.p50), float64(base.p50)),
 			dur(r.p99), ratio(float64(r.p99), float64(base.p99)),
 			r.waited, ratio(float64(r.waited)/float64(max(r.ops, 1)), float64(base.waited)/float64(max(base.ops, 1))),
 			r.allocs, ratio(r.allocs, base.allocs),
-			r.stale, r.elapsed.Round(time.Millisecond))
+			r.stale)
+		if zipf {
+			oldest := "—"
+			if r.stale > 0 {
+				oldest = dur(r.oldest)
+			}
+			fmt.Printf(" %d | %s |", r.late, oldest)
+		}
+		fmt.Printf(" %s |\n", r.elapsed.Round(time.Millisecond))
+	}
+	fmt.Println()
+	for i, r := range rs {
+		if r.note != "" {
+			fmt.Printf("- %s: %s\n", ks[i].name, r.note)
+		}
 	}
 	fmt.Println()
 }
