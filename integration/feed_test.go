@@ -386,9 +386,9 @@ func TestFeedDSN(t *testing.T) {
 		func() bool { return len(walsenders(t, out)) == 0 })
 }
 
-// feedFleet opens n Shields (instances) on one Redis prefix with the feed
-// on, each with its own pool, named alike across the fleet.
-func feedFleet(t *testing.T, dsn string, n int) ([]*sql.DB, []*sqlflight.Shield) {
+// feedFleet opens n Shields (instances) on one Redis prefix with a feed of
+// mode on, each with its own pool, named alike across the fleet.
+func feedFleet(t *testing.T, dsn string, n int, mode sqlflight.FeedMode) ([]*sql.DB, []*sqlflight.Shield) {
 	t.Helper()
 	addr := redisAddr(t)
 	prefix := "sqlflight-test-feed:" + uniqueID(t) + ":"
@@ -405,7 +405,7 @@ func feedFleet(t *testing.T, dsn string, n int) ([]*sql.DB, []*sqlflight.Shield)
 	var shields []*sqlflight.Shield
 	for range n {
 		o := tierOptions(prefix)
-		o.Feed = sqlflight.FeedReplication
+		o.Feed = mode
 		o.FeedLeaseTTL = 600 * time.Millisecond
 		s := sqlflight.New(o, sqlflight.Shared(redistier.New(rdb)))
 		db := sql.OpenDB(s.SharedConnector(stdlib.GetConnector(*cfg), "feed"))
@@ -439,7 +439,7 @@ func TestFeedFleetHolderTakeover(t *testing.T) {
 	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
-	dbs, shields := feedFleet(t, dsn, 2)
+	dbs, shields := feedFleet(t, dsn, 2, sqlflight.FeedReplication)
 	if h := holders(shields); !slices.Equal(h, []int{0}) {
 		t.Fatalf("feed holders %v, want the first instance alone", h)
 	}
@@ -532,7 +532,7 @@ func TestFeedReplicationLatency(t *testing.T) {
 	_ = db.Close()
 	_ = s.Close()
 
-	dbs, shields := feedFleet(t, dsn, 2)
+	dbs, shields := feedFleet(t, dsn, 2, sqlflight.FeedReplication)
 	if h := holders(shields); !slices.Equal(h, []int{0}) {
 		t.Fatalf("feed holders %v, want the first instance", h)
 	}

@@ -1,54 +1,11 @@
 package integration
 
 import (
-	"database/sql"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sqlflight/sqlflight"
-	"github.com/sqlflight/sqlflight/redistier"
 )
-
-// notifyFleet opens n Shields (instances) on one Redis prefix with the
-// NOTIFY feed on, each with its own pool, named alike across the fleet:
-// feedFleet's fleet with the other source.
-func notifyFleet(t *testing.T, dsn string, n int) ([]*sql.DB, []*sqlflight.Shield) {
-	t.Helper()
-	addr := redisAddr(t)
-	prefix := "sqlflight-test-notify-latency:" + uniqueID(t) + ":"
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() {
-		flushRedisPrefix(t, addr, prefix)
-		_ = rdb.Close()
-	})
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dbs []*sql.DB
-	var shields []*sqlflight.Shield
-	for range n {
-		o := tierOptions(prefix)
-		o.Feed = sqlflight.FeedNotify
-		o.FeedLeaseTTL = 600 * time.Millisecond
-		s := sqlflight.New(o, sqlflight.Shared(redistier.New(rdb)))
-		db := sql.OpenDB(s.SharedConnector(stdlib.GetConnector(*cfg), "notify-latency"))
-		t.Cleanup(func() {
-			_ = db.Close()
-			_ = s.Close()
-		})
-		if err := db.PingContext(testContext(t, time.Minute)); err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		dbs, shields = append(dbs, db), append(shields, s)
-	}
-	return dbs, shields
-}
 
 // TestFeedNotifyLatency is TestFeedReplicationLatency with the NOTIFY
 // source: the change triggers installed on the table (in a database of its
@@ -73,7 +30,7 @@ func TestFeedNotifyLatency(t *testing.T) {
 	_ = db.Close()
 	_ = s.Close()
 
-	dbs, shields := notifyFleet(t, dsn, 2)
+	dbs, shields := feedFleet(t, dsn, 2, sqlflight.FeedNotify)
 	if h := holders(shields); !slices.Equal(h, []int{0}) {
 		t.Fatalf("feed holders %v, want the first instance", h)
 	}
