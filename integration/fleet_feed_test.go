@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight"
 )
 
 // TestFleetFeedHolderKilled: a fleet of processes on a replication feed
@@ -11,10 +13,19 @@ import (
 // back), another process takes the feed over after the lease expires,
 // resyncs, and serves nothing older than the writes made meanwhile.
 func TestFleetFeedHolderKilled(t *testing.T) {
-	dsn := feedDatabase(t, true)
+	for _, mode := range []sqlflight.FeedMode{sqlflight.FeedReplication, sqlflight.FeedNotify} {
+		t.Run(string(mode), func(t *testing.T) { fleetFeedHolderKilled(t, mode) })
+	}
+}
+
+func fleetFeedHolderKilled(t *testing.T, mode sqlflight.FeedMode) {
+	dsn := feedDatabase(t, mode == sqlflight.FeedReplication)
 	raddr := redisAddr(t)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)`, `INSERT INTO items VALUES (1, 'v0')`)
+	if mode == sqlflight.FeedNotify {
+		outExec(t, out, sqlflight.InstallTriggersSQL("public"))
+	}
 	prefix := "sqlflight-test:" + uniqueID(t) + ":"
 	t.Cleanup(func() { flushRedisPrefix(t, raddr, prefix) })
 	nodes := startFleet(t, 3, withDSNParams(t, dsn,
@@ -22,7 +33,7 @@ func TestFleetFeedHolderKilled(t *testing.T) {
 		"sqlflight.key_prefix", prefix,
 		"sqlflight.shared_secret", fleetSecret,
 		"sqlflight.redis_timeout", "2s",
-		"sqlflight.feed", "replication",
+		"sqlflight.feed", string(mode),
 		"sqlflight.feed_lease_ttl", "1s"))
 	const q = `/* sqlflight: soft=1h hard=1h */ SELECT v FROM items WHERE id = $1`
 	read := func(nd *fleetNode) string {

@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// notifyFeedDatabase is a database of its own with tables items and marker
+// and the change triggers installed on them (the triggers' function and
+// channel are database-wide: no other test sees them).
+func notifyFeedDatabase(t *testing.T) (dsn string, out *pgx.Conn) {
+	t.Helper()
+	dsn = feedDatabase(t, false)
+	out = outsider(t, dsn)
+	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `CREATE TABLE marker (n int)`,
+		`INSERT INTO items VALUES (1, 'a'), (2, 'b')`, sqlflight.InstallTriggersSQL("public"))
+	return dsn, out
+}
+
+// listeners returns the pids of the sessions listening for the triggers'
+// notifications on the current database.
+func listeners(t *testing.T, out *pgx.Conn) []int32 {
+	t.Helper()
+	rows, err := out.Query(testContext(t, time.Minute), `SELECT pid FROM pg_stat_activity `+
+		`WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// TestFeedNotifyOutsideWrites: with the NOTIFY feed, INSERT, UPDATE,
+// DELETE and TRUNCATE by a client that does not use sqlflight reach the
+// cached reads, and a rolled-back transaction is never reported.
+func TestFeedNotifyOutsideWrites(t *testing.T) {
+	dsn, out := notifyFeedDatabase(t)
+	db, s := openFlight(t, dsn, sqlflight.Options{Feed: sqlflight.FeedNotify})
+	if err := db.PingContext(testContext(t, time.Minute)); err != nil {
+		t.Fatalf("first connect: %v", err)
+	}
+	if st := s.Stats(); st.FeedState != "current" {
+		t.Fatalf("after the first Connect the feed is %q, want current", st.FeedState)
+	}
+	if v, n := readV(t, db, 1), countItems(t, db); v != "a" || n != 2 {
+		t.Fatalf("read 1 = %q, count = %d", v, n)
+	}
+	origin := s.Stats().OriginExecutions
+	_, _ = readV(t, db, 1), countItems(t, db)
+	if got := s.Stats().OriginExecutions; got != origin {
+		t.Fatalf("the cached reads reached the database (%d → %d): the test proves nothing", origin, got)
+	}
+	for _, step := range []struct {
+		sql   string
+		v     string // row 1's value after it ("": gone)
+		count int
+	}{
+		{`UPDATE items SET v = 'a2' WHERE id = 1`, "a2", 2},
+		{`INSERT INTO items VALUES (3, 'c')`, "a2", 3},
+		{`DELETE FROM items WHERE id = 2`, "a2", 2},
+		{`TRUNCATE items`, "", 0},
+	} {
+		if step.v != "" {
+			_ = readV(t, db, 1) // cached again
+		}
+		_ = countItems(t, db)
+		n := s.Stats().FeedTransactions
+		outExec(t, out, step.sql)
+		waitTx(t, s, n)
+		if step.v != "" {
+			if v := readV(t, db, 1); v != step.v {
+				t.Fatalf("after %q the read is %q, want %q", step.sql, v, step.v)
+			}
+		}
+		if c := countItems(t, db); c != step.count {
+			t.Fatalf("after %q the count is %d, want %d", step.sql, c, step.count)
+		}
+	}
+	n := s.Stats().FeedTransactions
+	outExec(t, out, `INSERT INTO items VALUES (1, 'kept')`)
+	waitTx(t, s, n)
+	if v := readV(t, db, 1); v != "kept" {
+		t.Fatalf("read 1 = %q, want kept", v)
+	}
+	n = s.Stats().FeedTransactions
+	tx, err := out.Begin(testContext(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(testContext(t, time.Minute), `UPDATE items SET v = 'rolled back' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(testContext(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	outExec(t, out, `INSERT INTO marker VALUES (1)`)
+	waitTx(t, s, n)
+	if got := s.Stats().FeedTransactions; got != n+1 {
+		t.Fatalf("feed notifications %d → %d: the rolled-back transaction was reported", n, got)
+	}
+	if v := readV(t, db, 1); v != "kept" {
+		t.Fatalf("after a rolled-back transaction the read is %q, want kept", v)
+	}
+	t.Logf("feed: %s", feedStats(s))
+}
+
+// TestFeedNotifyConnectionCut: the feed's listening session is terminated
+// while an outside client writes; the feed comes back, the scope resyncs,
+// and the read shows what the database holds.
+func TestFeedNotifyConnectionCut(t *testing.T) {
+	dsn, out := notifyFeedDatabase(t)
+	db, s := openFlight(t, dsn, sqlflight.Options{Feed: sqlflight.FeedNotify})
+	if v := readV(t, db, 1); v != "a" {
+		t.Fatalf("read = %q", v)
+	}
+	pids := listeners(t, out)
+	if len(pids) != 1 {
+		t.Fatalf("listening sessions: %v, want one", pids)
+	}
+	var ok bool
+	if err := out.QueryRow(testContext(t, time.Minute), `SELECT pg_terminate_backend($1)`, pids[0]).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate the listener: %v %v", ok, err)
+	}
+	outExec(t, out, `UPDATE items SET v = 'while cut' WHERE id = 1`)
+	waitUntil(t, 30*time.Second, func() string { return feedStats(s) }, func() bool {
+		st := s.Stats()
+		return st.FeedResyncs >= 1 && st.FeedState == "current"
+	})
+	if st := s.Stats(); st.FeedErrors < 1 {
+		t.Fatalf("the cut was not counted: %s", feedStats(s))
+	}
+	if v := readV(t, db, 1); v != "while cut" {
+		t.Fatalf("after the feed's reconnection the read is %q, want the database's %q", v, "while cut")
+	}
+	if got := listeners(t, out); len(got) != 1 || got[0] == pids[0] {
+		t.Fatalf("listeners after the cut: %v (before: %v)", got, pids)
+	}
+	n := s.Stats().FeedTransactions
+	outExec(t, out, `UPDATE items SET v = 'after' WHERE id = 1`)
+	waitTx(t, s, n)
+	if v := readV(t, db, 1); v != "after" {
+		t.Fatalf("read = %q, want after", v)
+	}
+	t.Logf("feed: %s", feedStats(s))
+}
