@@ -46,6 +46,14 @@ import (
 //     and writes that pin the rows they touch (by id, by tenant and id, IN
 //     lists, in transactions) mixed with writes that do not. Catches a
 //     row-level invalidation that leaves a read of a written row.
+//   - fleet-rows: the rows workload on instances of one fleet sharing Redis
+//     (three from the start, one without L1; two more join a third of the
+//     way through), each read judged by when its instance applied each
+//     write's message, and reads of instances without L1 by the tier's
+//     guarantee (differential_fleet_test.go says exactly what counts).
+//     Catches row messages applied too coarsely or not at all, Redis's row
+//     epochs not keeping an older value out (an instance that joined late
+//     heard no earlier message), and read-your-writes on the writing one.
 //
 // Knobs: SQLFLIGHT_DIFF_OPS (operations, default 105000; 20000 with -short),
 // SQLFLIGHT_DIFF_SECONDS (longest run, default 150), SQLFLIGHT_DIFF_WORKLOADS
