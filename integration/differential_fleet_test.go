@@ -178,7 +178,7 @@ func (f *diffFleet) open(t *testing.T, c *diffClass) {
 }
 
 // join starts the instances that join mid-run.
-func (f *diffFleet) join(t *testing.T, c *diffClass) {
+func (f *diffFleet) join(t *testing.T) {
 	for i, spec := range f.layout {
 		if spec.joins {
 			f.start(t, i)
@@ -441,7 +441,7 @@ func (f *diffFleet) settle(c *diffClass) {
 }
 
 // sortSearchPubs returns the index of the first publication called at or
-// after t.
+// after t (pubs sorted by call).
 func sortSearchPubs(pubs []diffPub, t int64) int {
 	i, _ := slices.BinarySearchFunc(pubs, t, func(p diffPub, t int64) int {
 		switch {
@@ -452,9 +452,6 @@ func sortSearchPubs(pubs []diffPub, t int64) int {
 		}
 		return 0
 	})
-	for i > 0 && pubs[i-1].call >= t {
-		i--
-	}
 	return i
 }
 

@@ -158,7 +158,7 @@ func TestDifferential(t *testing.T) {
 			// A third of the way: the fleets' new instances join.
 			for _, c := range classes {
 				if c.fleet != nil {
-					c.fleet.join(t, c)
+					c.fleet.join(t)
 				}
 			}
 			joined = true
