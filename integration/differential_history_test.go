@@ -28,17 +28,19 @@ type diffObj struct {
 	start []int64 // start[v]: when the write that made version v was sent (0 for the initial state)
 	ret   []int64 // ret[v]: when it returned
 	via   []string
+	by    []uint8 // by[v]: the fleet instance whose writer made version v (fleet workloads)
 }
 
 func newDiffObj(name string, shape, key, col int) *diffObj {
-	return &diffObj{name: name, shape: shape, key: key, col: col, start: []int64{0}, ret: []int64{0}, via: []string{"setup"}}
+	return &diffObj{name: name, shape: shape, key: key, col: col, start: []int64{0}, ret: []int64{0}, via: []string{"setup"}, by: []uint8{0}}
 }
 
 // cur is the object's last committed version.
 func (o *diffObj) cur() int64 { return int64(len(o.ret) - 1) }
 
-func (o *diffObj) commit(start, ret int64, via string) {
+func (o *diffObj) commit(start, ret int64, via string, by uint8) {
 	o.start = append(o.start, start)
+	o.by = append(o.by, by)
 	o.ret = append(o.ret, ret)
 	o.via = append(o.via, via)
 }
@@ -48,6 +50,7 @@ type diffRead struct {
 	start, end int64 // monotonic nanoseconds since the run began
 	shape      uint8
 	pol        uint8
+	inst       uint8 // the fleet instance that served it (fleet workloads)
 	key        int32
 	raw        [2]int64
 }
@@ -61,9 +64,14 @@ const (
 	vLostWrite = "lost-write" // a write through the driver did not happen (or returned another write's result)
 	vTxRead    = "tx-read"    // a read inside a transaction did not see the transaction's own write
 	vHistory   = "history"    // the database's final state disagrees with the recorded history
+
+	// Fleets (differential_fleet_test.go); ryw there is the writing instance's.
+	vFleetHeard = "heard"    // older than a write whose message the reading instance had applied before the read began
+	vFleetTier  = "tier"     // on an instance without L1, older than a write whose publication returned before the read began
+	vFleetLost  = "lost-msg" // a message an instance that listened never applied
 )
 
-var diffKinds = []string{vPhantom, vFuture, vRYW, vStale, vLostWrite, vTxRead, vHistory}
+var diffKinds = []string{vPhantom, vFuture, vRYW, vStale, vLostWrite, vTxRead, vHistory, vFleetHeard, vFleetTier, vFleetLost}
 
 type diffViolation struct {
 	kind string
@@ -88,12 +96,18 @@ func (c *diffClass) check() []diffViolation {
 				v := vers[j]
 				final := o.cur()
 				kind, why := "", ""
+				fkind, fwhy := "", ""
+				if c.fleet != nil && v >= 0 && v < final {
+					fkind, fwhy = c.fleet.judge(c, r, oi, v)
+				}
 				switch {
 				case v < 0 || v > final:
 					kind, why = vPhantom, fmt.Sprintf("no committed state of %s is %d", o.name, v)
 				case v >= 1 && o.start[v] > r.end:
 					kind, why = vFuture, fmt.Sprintf("version %d was written only at %s, after the read returned", v, ms(o.start[v]))
-				case v < final && !c.foreign() && o.ret[v+1] < r.start:
+				case fkind != "":
+					kind, why = fkind, fwhy
+				case v < final && c.fleet == nil && !c.foreign() && o.ret[v+1] < r.start:
 					kind, why = vRYW, fmt.Sprintf("version %d (%s through this Shield) returned at %s, %v before the read began",
 						v+1, o.via[v+1], ms(o.ret[v+1]), time.Duration(r.start-o.ret[v+1]))
 				case v < final && o.ret[v+1] < r.start-int64(pol.allow+diffSlack):
@@ -107,8 +121,8 @@ func (c *diffClass) check() []diffViolation {
 					continue
 				}
 				out = append(out, diffViolation{kind, fmt.Sprintf(
-					"%s: read of shape %q under policy %q, key %d, ran [%s, %s], returned %v: %s = version %d: %s\n%s",
-					kind, sh.name, pol.name, r.key, ms(r.start), ms(r.end), r.raw[:sh.cols], o.name, v, why, o.around(v))})
+					"%s: read of shape %q under policy %q, key %d%s, ran [%s, %s], returned %v: %s = version %d: %s\n%s",
+					kind, sh.name, pol.name, r.key, c.onInstance(r), ms(r.start), ms(r.end), r.raw[:sh.cols], o.name, v, why, c.around(o, v))})
 			}
 		}
 	}

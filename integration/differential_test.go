@@ -46,6 +46,14 @@ import (
 //     and writes that pin the rows they touch (by id, by tenant and id, IN
 //     lists, in transactions) mixed with writes that do not. Catches a
 //     row-level invalidation that leaves a read of a written row.
+//   - fleet-rows: the rows workload on instances of one fleet sharing Redis
+//     (three from the start, one without L1; two more join a third of the
+//     way through), each read judged by when its instance applied each
+//     write's message, and reads of instances without L1 by the tier's
+//     guarantee (differential_fleet_test.go says exactly what counts).
+//     Catches row messages applied too coarsely or not at all, Redis's row
+//     epochs not keeping an older value out (an instance that joined late
+//     heard no earlier message), and read-your-writes on the writing one.
 //
 // Knobs: SQLFLIGHT_DIFF_OPS (operations, default 105000; 20000 with -short),
 // SQLFLIGHT_DIFF_SECONDS (longest run, default 150), SQLFLIGHT_DIFF_WORKLOADS
@@ -65,6 +73,7 @@ func TestDifferential(t *testing.T) {
 	}{
 		{"epochs", diffEpochs}, {"volatile", diffVolatile}, {"cascade", diffCascade}, {"trigger", diffTrigger},
 		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate}, {"rows", diffRows},
+		{"fleet-rows", diffFleetRows},
 	} {
 		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
@@ -77,6 +86,11 @@ func TestDifferential(t *testing.T) {
 		c.mode, c.dsn = execModes[len(classes)%len(execModes)], dsn
 		if c.mode.value != "" {
 			c.dsn = withDSNParams(t, dsn, "default_query_exec_mode", c.mode.value)
+		}
+		if c.fleet != nil {
+			c.fleet.open(t, c)
+			classes = append(classes, c)
+			continue
 		}
 		// The readers share two connections (cache hits and followers
 		// hold them only briefly), and background refreshes run two at a
@@ -113,13 +127,19 @@ func TestDifferential(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	for ci, c := range classes {
+		if c.fleet != nil {
+			c.fleet.clock.Store(&now)
+		}
 		c.reads = make([][]diffRead, c.readers)
 		for r := range c.readers {
 			rng := rand.New(rand.NewPCG(seed, uint64(ci<<16|r)))
 			wg.Go(func() { c.readLoop(ctx, r, rng, now, &stop, &total) })
 		}
 		for i := range c.writers {
-			w := &diffWriter{c: c, ctx: ctx, rng: rand.New(rand.NewPCG(seed, uint64(ci<<16|1<<8|i))), idx: i, n: c.writers, now: now, stop: &stop}
+			w := &diffWriter{c: c, ctx: ctx, rng: rand.New(rand.NewPCG(seed, uint64(ci<<16|1<<8|i))), idx: i, n: c.writers, now: now, stop: &stop, wdb: c.wdb}
+			if c.fleet != nil {
+				w.inst, w.wdb = c.fleet.writerOn(i)
+			}
 			wg.Go(func() {
 				for !stop.Load() && ctx.Err() == nil {
 					c.write(w)
@@ -132,12 +152,27 @@ func TestDifferential(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(longest)
+	joined := false
 	for total.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
+		if !joined && (total.Load() >= target/3 || time.Since(t0) >= longest/3) {
+			// A third of the way: the fleets' new instances join.
+			for _, c := range classes {
+				if c.fleet != nil {
+					c.fleet.join(t)
+				}
+			}
+			joined = true
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(t0)
+	for _, c := range classes {
+		if c.fleet != nil {
+			c.fleet.settle(c)
+		}
+	}
 
 	// The database's final state must be the last recorded version of
 	// every object: otherwise a write was lost or the history is wrong, and
@@ -178,9 +213,13 @@ func TestDifferential(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Logf("%s catches: %s (pgx exec mode: %s)", c.name, c.catches, c.mode.name)
 			t.Logf("reads by policy: %s", c.policyCounts())
-			ps := c.db.Stats()
-			t.Logf("shield: %s; database/sql pool: open=%d maxIdleClosed=%d maxIdleTimeClosed=%d maxLifetimeClosed=%d",
-				statsString(c.sh.Stats()), ps.OpenConnections, ps.MaxIdleClosed, ps.MaxIdleTimeClosed, ps.MaxLifetimeClosed)
+			if c.fleet != nil {
+				c.fleet.report(t)
+			} else {
+				ps := c.db.Stats()
+				t.Logf("shield: %s; database/sql pool: open=%d maxIdleClosed=%d maxIdleTimeClosed=%d maxLifetimeClosed=%d",
+					statsString(c.sh.Stats()), ps.OpenConnections, ps.MaxIdleClosed, ps.MaxIdleTimeClosed, ps.MaxLifetimeClosed)
+			}
 			versions := 0
 			for _, o := range c.objs {
 				versions += int(o.cur())
@@ -356,6 +395,7 @@ type diffClass struct {
 	sh    *sqlflight.Shield
 	wdb   *sql.DB // the writers'
 
+	fleet    *diffFleet      // the instances of a fleet workload (nil: one Shield, db)
 	reads    [][]diffRead    // per reader
 	worstLag map[uint8]int64 // per policy, filled by check
 
@@ -425,6 +465,13 @@ func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now fun
 		out  = make([]diffRead, 0, 4096)
 	)
 	defer func() { c.reads[r] = out }()
+	db, inst := c.db, uint8(0)
+	if c.fleet != nil {
+		// A reader of an instance that joins mid-run starts when it does.
+		if inst, db = c.fleet.readerOn(r, stop); db == nil {
+			return
+		}
+	}
 	for !stop.Load() && ctx.Err() == nil {
 		si := rng.IntN(len(c.shapes))
 		sh := c.shapes[si]
@@ -432,11 +479,11 @@ func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now fun
 		pi := c.policies[rng.IntN(len(c.policies))]
 		qctx, query := diffPolicies[pi].apply(ctx, sh.sql)
 		start := now()
-		err := c.db.QueryRowContext(qctx, query, sh.args(k)...).Scan(dest[:sh.cols]...)
+		err := db.QueryRowContext(qctx, query, sh.args(k)...).Scan(dest[:sh.cols]...)
 		end := now()
 		switch {
 		case err == nil:
-			out = append(out, diffRead{start: start, end: end, shape: uint8(si), pol: pi, key: int32(k), raw: vals})
+			out = append(out, diffRead{start: start, end: end, shape: uint8(si), pol: pi, inst: inst, key: int32(k), raw: vals})
 			c.readOps.Add(1)
 			total.Add(1)
 		case errors.Is(err, sqlflight.ErrOverloaded):
@@ -456,6 +503,8 @@ type diffWriter struct {
 	rng  *rand.Rand
 	idx  int
 	n    int
+	wdb  *sql.DB // the writer's handle: c.wdb, or its instance's in a fleet
+	inst uint8   // its instance in a fleet
 	now  func() int64
 	stop *atomic.Bool
 	hi   map[int]int64 // cascade: the next child number per group
@@ -493,7 +542,7 @@ func (w *diffWriter) next(o *diffObj, got int64, via string) error {
 func (w *diffWriter) done(start int64, via string, objs ...*diffObj) {
 	ret := w.now()
 	for _, o := range objs {
-		o.commit(start, ret, via)
+		o.commit(start, ret, via, w.inst)
 	}
 	w.c.writeOps.Add(1)
 }
@@ -522,7 +571,7 @@ func (w *diffWriter) failed(start int64, via string, err error, objs ...*diffObj
 			w.c.violation(vHistory, fmt.Sprintf("after %s the database holds version %d of %s, the history %d\n%s", via, truth, o.name, o.cur(), o.around(o.cur())))
 		}
 		for o.cur() < truth {
-			o.commit(start, ret, via+how)
+			o.commit(start, ret, via+how, w.inst)
 		}
 	}
 }
@@ -530,7 +579,7 @@ func (w *diffWriter) failed(start int64, via string, err error, objs ...*diffObj
 // update runs an UPDATE … RETURNING the object's new version.
 func (w *diffWriter) update(via string, o *diffObj, query string, args ...any) {
 	start := w.now()
-	got, err := scalarInt(w.ctx, w.c.wdb, query, args...)
+	got, err := scalarInt(w.ctx, w.wdb, query, args...)
 	if err == nil {
 		err = w.next(o, got, via)
 	}
@@ -545,7 +594,7 @@ func (w *diffWriter) update(via string, o *diffObj, query string, args ...any) {
 // (objs each move to their next version) or rolls back.
 func (w *diffWriter) tx(via string, commit bool, body func(*sql.Tx) error, objs ...*diffObj) {
 	start := w.now()
-	tx, err := w.c.wdb.BeginTx(w.ctx, nil)
+	tx, err := w.wdb.BeginTx(w.ctx, nil)
 	if err == nil {
 		if err = body(tx); err != nil {
 			_ = tx.Rollback()
@@ -642,7 +691,7 @@ func diffEpochs(t *testing.T, admin *sql.DB, id string) *diffClass {
 			w.update("UPDATE "+eq, q, updQ, k)
 		case x < 6:
 			start := w.now()
-			if _, err := w.c.wdb.ExecContext(w.ctx, ins, g, 1); err != nil {
+			if _, err := w.wdb.ExecContext(w.ctx, ins, g, 1); err != nil {
 				w.failed(start, "INSERT "+ei, err, n)
 				return
 			}
@@ -721,7 +770,7 @@ $fn$`, fn, vo))
 			via = "SELECT " + fn + "() under " + pol.name
 		}
 		start := w.now()
-		got, err := scalarInt(ctx, w.c.wdb, query, k)
+		got, err := scalarInt(ctx, w.wdb, query, k)
 		if err == nil {
 			err = w.next(o, got, via)
 		}
@@ -790,9 +839,9 @@ func diffCascade(t *testing.T, admin *sql.DB, id string) *diffClass {
 		case hi-lo < 10:
 			// Rarely: more children, so that the group never runs out.
 			start := w.now()
-			_, err := w.c.wdb.ExecContext(w.ctx, addP, first+hi, first+hi+grow-1)
+			_, err := w.wdb.ExecContext(w.ctx, addP, first+hi, first+hi+grow-1)
 			if err == nil {
-				_, err = w.c.wdb.ExecContext(w.ctx, addC, first+hi, first+hi+grow-1, g)
+				_, err = w.wdb.ExecContext(w.ctx, addC, first+hi, first+hi+grow-1, g)
 			}
 			if err != nil {
 				w.failed(start, "INSERT children", err, o)
@@ -802,7 +851,7 @@ func diffCascade(t *testing.T, admin *sql.DB, id string) *diffClass {
 			w.c.writeOps.Add(1)
 		case x < 7:
 			start := w.now()
-			res, err := w.c.wdb.ExecContext(w.ctx, del, first+lo)
+			res, err := w.wdb.ExecContext(w.ctx, del, first+lo)
 			if err == nil {
 				err = deleted(res)
 			}
@@ -967,7 +1016,7 @@ func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 		o := c.objs[base+k]
 		const via = "UPDATE on pgx, then Invalidate"
 		start := w.now()
-		got, err := scalarInt(w.ctx, w.c.wdb, upd, k)
+		got, err := scalarInt(w.ctx, w.wdb, upd, k)
 		if err == nil {
 			err = w.next(o, got, via)
 		}
@@ -986,19 +1035,28 @@ func diffInvalidate(t *testing.T, admin *sql.DB, id string) *diffClass {
 // writer moves a row and its tenant's sum together.
 func diffRows(t *testing.T, admin *sql.DB, id string) *diffClass {
 	const rows, tenants, writers = 16, 4, 2
-	rt := "dif_rw_" + id
-	mustExec(t, admin,
-		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, tenant int NOT NULL, ver bigint NOT NULL)`, rt),
-		fmt.Sprintf(`CREATE INDEX ON %s (tenant)`, rt),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, g %% %d, 0 FROM generate_series(0, %d) g`, rt, tenants, rows-1))
-	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+rt)
-
 	c := &diffClass{
 		catches:  "row-level invalidation leaving a read of a row a write touched (by id, by tenant, IN lists, transactions)",
 		readers:  4,
 		writers:  writers,
 		policies: []uint8{polCoalesce, polCtxTTL, polSoftHard, polDefault, polTTL1s},
 	}
+	rowsWorkload(t, admin, c, "dif_rw_"+id, rows, tenants)
+	return c
+}
+
+// rowsWorkload creates table rt of rows rows, row id of tenant id %
+// tenants, and gives c the rows workload's objects, shapes and writes on
+// it. Writer w owns the ids and tenants equal to w modulo c.writers, which
+// must divide tenants.
+func rowsWorkload(t *testing.T, admin *sql.DB, c *diffClass, rt string, rows, tenants int) {
+	writers := c.writers
+	mustExec(t, admin,
+		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, tenant int NOT NULL, ver bigint NOT NULL)`, rt),
+		fmt.Sprintf(`CREATE INDEX ON %s (tenant)`, rt),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, g %% %d, 0 FROM generate_series(0, %d) g`, rt, tenants, rows-1))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+rt)
+
 	rBase := c.addObjs(rt, rows, 0, 0)
 	tBase := c.addObjs(rt+".tenant", tenants, 1, 0)
 	pair := func(k int) int { return (k + writers) % rows } // same owner, another tenant
@@ -1039,7 +1097,7 @@ func diffRows(t *testing.T, admin *sql.DB, id string) *diffClass {
 		o, ten := c.objs[rBase+k], c.objs[tBase+k%tenants]
 		one := func(via, query string, args ...any) {
 			start := w.now()
-			got, err := scalarInt(w.ctx, w.c.wdb, query, args...)
+			got, err := scalarInt(w.ctx, w.wdb, query, args...)
 			if err == nil {
 				err = w.next(o, got, via)
 			}
@@ -1062,7 +1120,7 @@ func diffRows(t *testing.T, admin *sql.DB, id string) *diffClass {
 			p := pair(k)
 			start := w.now()
 			objs := []*diffObj{o, ten, c.objs[rBase+p], c.objs[tBase+p%tenants]}
-			res, err := w.c.wdb.ExecContext(w.ctx, byList, k, p)
+			res, err := w.wdb.ExecContext(w.ctx, byList, k, p)
 			if err == nil {
 				if n, _ := res.RowsAffected(); n != 2 {
 					err = fmt.Errorf("IN-list UPDATE touched %d rows", n)
@@ -1093,5 +1151,4 @@ func diffRows(t *testing.T, admin *sql.DB, id string) *diffClass {
 			}, o, ten, po, c.objs[tBase+p%tenants])
 		}
 	}
-	return c
 }
