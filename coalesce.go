@@ -931,17 +931,49 @@ func (s *Shield) bump(tables []string, known bool) {
 // tier's epochs keep them (within the bounds of a message; past them, a
 // row write is published as a write to its table).
 func (s *Shield) bumpWrite(w write) {
+	if s.startWrite(w) {
+		s.publishWrite(w)
+	}
+}
+
+// startWrite moves the local epochs for w and, with a shared tier, marks
+// its tables until publishWrite tells the fleet: until then this process's
+// reads of those tables leave the tier alone. It reports whether w wrote
+// anything.
+func (s *Shield) startWrite(w write) bool {
+	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
+		return false
+	}
+	s.stats.invalidations.Add(1)
+	if ts := s.tier; ts != nil {
+		ts.begin(writeKeys(w))
+	}
+	s.epochs.bumpRows(w.tables, w.known, w.rows)
+	return true
+}
+
+// publishWrite tells the fleet about w, started by startWrite.
+func (s *Shield) publishWrite(w write) {
+	if ts := s.tier; ts != nil {
+		ts.publish(writeKeys(w), w)
+	}
+}
+
+// finishWrite ends a write that startWrite began when its statement
+// returned, now that its rows are read and closed: the statement is
+// complete. The local epochs move again, so that no flight started while
+// it ran is joined after it, and the fleet is told once.
+func (s *Shield) finishWrite(w write) {
 	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
 		return
 	}
-	s.stats.invalidations.Add(1)
-	ts := s.tier
-	if ts == nil {
-		s.epochs.bumpRows(w.tables, w.known, w.rows)
-		return
-	}
-	// The tier is told after the local epochs move; until it knows, this
-	// process's reads of those tables leave it alone.
+	s.epochs.bumpRows(w.tables, w.known, w.rows)
+	s.publishWrite(w)
+}
+
+// writeKeys are the epoch keys a write marks in the tier: its tables and
+// the tables of its row writes (nil: every table).
+func writeKeys(w write) []string {
 	all := w.tables
 	if len(w.rows) > 0 {
 		all = slices.Clone(w.tables)
@@ -949,8 +981,5 @@ func (s *Shield) bumpWrite(w write) {
 			all = append(all, rw.table)
 		}
 	}
-	keys := epochKeys(all, w.known)
-	ts.begin(keys)
-	s.epochs.bumpRows(w.tables, w.known, w.rows)
-	ts.publish(keys, w)
+	return epochKeys(all, w.known)
 }

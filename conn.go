@@ -450,6 +450,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	if err == driver.ErrSkip {
 		return nil, err
 	}
+	f.rowsFollow = err == nil
 	written := c.record(ctx, f, err != nil)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,10 @@ type fate struct {
 	args []driver.NamedValue
 
 	fx callEffects // what its functions may have done, once asked
+
+	// rowsFollow marks a statement whose rows its caller reads next: what
+	// it wrote is complete, and told to the fleet, only when they close.
+	rowsFollow bool
 }
 
 // scan returns the scanner's view of query as the scope's server reads it.
@@ -278,8 +282,9 @@ type write struct {
 // record applies what the statements of f did to the connection: they
 // began or ended a transaction, changed session state, or wrote tables.
 // failed says the text returned an error; its effects are then assumed to
-// have happened where that is the safe side. Outside a transaction it
-// returns the writes it bumped, which passRows bumps again once the
+// have happened where that is the safe side. Outside a transaction, for a
+// statement whose rows follow (f.rowsFollow), it returns the writes it
+// started, which passRows finishes (and the fleet hears of) once the
 // statement is complete.
 func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 	r := f.r
@@ -323,9 +328,11 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		if w, ok := c.writeOf(ctx, f, st); ok {
 			if c.inTx() {
 				c.txWrites.add(w)
+			} else if f.rowsFollow {
+				c.s.startWrite(w) // passRows.Close finishes it
+				done = append(done, w)
 			} else {
 				c.s.bumpWrite(w)
-				done = append(done, w)
 			}
 		}
 	}

@@ -330,10 +330,11 @@ func (p *passRows) Close() error {
 	p.closed = true
 	err := p.Rows.Close()
 	p.c.openRows.Add(-1)
-	// A write is complete only now; bump again so that no flight started
-	// while it ran is joined after it.
+	// A write is complete only now: its epochs move again, so that no
+	// flight started while it ran is joined after it, and the fleet hears
+	// of it once.
 	for _, w := range p.written {
-		p.c.s.bumpWrite(w)
+		p.c.s.finishWrite(w)
 	}
 	return err
 }
