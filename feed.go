@@ -397,21 +397,30 @@ func (f *scopeFeed) session(ctx context.Context, ready func()) error {
 
 // notifySession LISTENs for the triggers' notifications.
 func (f *scopeFeed) notifySession(ctx context.Context, ready func()) error {
+	conn, err := f.dial(ctx)
+	if err != nil {
+		return feedUnavailable(err, "cannot open the feed's connection (%s)", errorClass(err))
+	}
+	defer closeSoon(conn)
+	return listenChanges(ctx, conn, f.apply, ready)
+}
+
+// dial opens an ordinary connection of the feed's own with the scope's
+// configuration.
+func (f *scopeFeed) dial(ctx context.Context) (*pgx.Conn, error) {
 	cfg := f.cfg.Copy()
 	// The scope's config comes from a pooled connection, whose
 	// OnNotification buffers into that connection; pgx installs the feed
 	// connection's own only when it is nil.
 	cfg.OnNotification = nil
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return feedUnavailable(err, "cannot open the feed's connection (%s)", errorClass(err))
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	return listenChanges(ctx, conn, f.apply, ready)
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// closeSoon closes a feed's connection, waiting at most a second.
+func closeSoon(conn *pgx.Conn) {
+	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(cctx)
 }
 
 // apply applies the changes of one committed transaction, committed at

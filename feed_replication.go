@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -20,6 +23,16 @@ import (
 // dies), the publication Options.FeedPublication (which must exist:
 // the feed never makes one), protocol version 1. Each committed transaction's changes
 // are applied at its Commit message, in commit order.
+//
+// The walsender sends a transaction's Commit as soon as its commit record
+// is flushed, before the committing backend makes the transaction visible
+// to other snapshots. A read that starts between the two would query the
+// old row and, its flight having started after the invalidation, cache it
+// until the next write of the row or its TTL. So each committed
+// transaction is applied twice: at its Commit message, and again once an
+// ordinary connection's snapshot shows it visible (a visibility check,
+// which batches every transaction pending at the time). Reads that start
+// after the second application see the transaction.
 
 const (
 	// feedStatusInterval is how often the feed tells the server how far it
@@ -76,13 +89,165 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 	if err != nil {
 		return slotError(err)
 	}
+	vconn, err := f.dial(ctx)
+	if err != nil {
+		return feedUnavailable(err, "cannot open the feed's visibility connection (%s)", errorClass(err))
+	}
+	defer closeSoon(vconn)
 	ready()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	v := newVisibility(f.s.applyChanges, func(ctx context.Context) (string, error) {
+		var snap string
+		err := vconn.QueryRow(ctx, "SELECT pg_catalog.pg_current_snapshot()::text").Scan(&snap)
+		return snap, err
+	})
+	verr := make(chan error, 1)
+	go func() {
+		err := v.run(sctx)
+		cancel() // a failed check ends the stream, which is opened again
+		verr <- err
+	}()
 	d := decoder{relations: map[uint32]*pglogrepl.RelationMessage{}}
-	return f.stream(ctx, conn, start, &d)
+	err = f.stream(sctx, conn, start, &d, v)
+	cancel()
+	if e := <-verr; ctx.Err() == nil && e != nil && !errors.Is(e, context.Canceled) {
+		return e
+	}
+	return err
+}
+
+// visibility applies committed transactions again once they are visible
+// to new snapshots (see the comment at the top of this file).
+type visibility struct {
+	apply    func([]change)
+	snapshot func(context.Context) (string, error) // pg_current_snapshot() as text
+	wake     chan struct{}
+
+	mu      sync.Mutex
+	pending []visPending
+}
+
+type visPending struct {
+	xid uint32
+	cs  []change
+}
+
+func newVisibility(apply func([]change), snapshot func(context.Context) (string, error)) *visibility {
+	return &visibility{apply: apply, snapshot: snapshot, wake: make(chan struct{}, 1)}
+}
+
+// add queues the changes of transaction xid, already applied once.
+func (v *visibility) add(xid uint32, cs []change) {
+	if len(cs) == 0 {
+		return
+	}
+	v.mu.Lock()
+	v.pending = append(v.pending, visPending{xid: xid, cs: cs})
+	v.mu.Unlock()
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run checks the pending transactions until ctx ends or a check fails.
+func (v *visibility) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-v.wake:
+		}
+		for {
+			more, err := v.check(ctx)
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// check takes one snapshot and applies again every pending transaction
+// visible in it; more reports whether some are still pending.
+func (v *visibility) check(ctx context.Context) (more bool, err error) {
+	v.mu.Lock()
+	n := len(v.pending)
+	v.mu.Unlock()
+	if n == 0 {
+		return false, nil
+	}
+	snap, err := v.snapshot(ctx)
+	if err != nil {
+		return false, fmt.Errorf("sqlflight: the feed's visibility check failed: %w", err)
+	}
+	vis, err := parseSnapshot(snap)
+	if err != nil {
+		return false, err
+	}
+	var cs []change
+	v.mu.Lock()
+	kept := v.pending[:0]
+	for _, p := range v.pending {
+		if vis.visible(p.xid) {
+			cs = append(cs, p.cs...)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(v.pending[len(kept):])
+	v.pending = kept
+	more = len(kept) > 0
+	v.mu.Unlock()
+	if len(cs) > 0 {
+		v.apply(cs)
+	}
+	return more, nil
+}
+
+// pgSnapshot is a pg_snapshot's xmax and in-progress xids, in 32 bits
+// (the xids of pgoutput).
+type pgSnapshot struct {
+	xmax uint32
+	xip  map[uint32]bool
+}
+
+// parseSnapshot parses pg_snapshot's text form, xmin:xmax:xip,…
+func parseSnapshot(s string) (pgSnapshot, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return pgSnapshot{}, fmt.Errorf("sqlflight: the server's snapshot %q does not parse", s)
+	}
+	_, err := strconv.ParseUint(parts[0], 10, 64)
+	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil || err2 != nil {
+		return pgSnapshot{}, fmt.Errorf("sqlflight: the server's snapshot %q does not parse", s)
+	}
+	out := pgSnapshot{xmax: uint32(xmax), xip: map[uint32]bool{}}
+	if parts[2] != "" {
+		for _, x := range strings.Split(parts[2], ",") {
+			n, err := strconv.ParseUint(x, 10, 64)
+			if err != nil {
+				return pgSnapshot{}, fmt.Errorf("sqlflight: the server's snapshot %q does not parse", s)
+			}
+			out.xip[uint32(n)] = true
+		}
+	}
+	return out, nil
+}
+
+// visible reports whether committed transaction xid is visible in the
+// snapshot: it precedes xmax (modulo 2^32, as PostgreSQL compares xids)
+// and was not in progress.
+func (p pgSnapshot) visible(xid uint32) bool {
+	return int32(xid-p.xmax) < 0 && !p.xip[xid]
 }
 
 // stream reads the replication stream.
-func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, d *decoder) error {
+func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, d *decoder, v *visibility) error {
 	nextStatus := time.Now()
 	heard := time.Now()
 	for {
@@ -151,6 +316,7 @@ func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pgl
 			}
 			if cs, commit, done := d.decode(m); done {
 				f.applyAt(cs, commit.CommitTime)
+				v.add(d.xid, cs)
 				applied = max(applied, commit.TransactionEndLSN)
 			}
 		}
@@ -165,6 +331,7 @@ var errFeedSilent = errors.New("sqlflight: the replication connection went silen
 type decoder struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
+	xid       uint32 // the transaction's, from its Begin
 	changes   []change
 }
 
@@ -175,7 +342,7 @@ func (d *decoder) decode(m pglogrepl.Message) (cs []change, commit *pglogrepl.Co
 	case *pglogrepl.RelationMessage:
 		d.relations[m.RelationID] = m
 	case *pglogrepl.BeginMessage:
-		d.inTx, d.changes = true, nil
+		d.inTx, d.changes, d.xid = true, nil, m.Xid
 	case *pglogrepl.InsertMessage:
 		rel := d.relations[m.RelationID]
 		d.add(rel, change{new: rowValues(rel, m.Tuple, false)})

@@ -540,3 +540,30 @@ func TestFeedReplicationLatency(t *testing.T) {
 	p50, p99 = feedLatency(t, out, dbs[1], writes)
 	t.Logf("two-instance fleet, read on the standby, %d outside writes: p50 %v, p99 %v", writes, p50, p99)
 }
+
+// TestFeedReplicationAppliesAgainOnceVisible: the walsender sends a Commit
+// before the transaction is visible to other snapshots, so the feed
+// applies each transaction a second time once an ordinary connection's
+// snapshot shows it visible; a read that fills after the second
+// application sees the write.
+func TestFeedReplicationAppliesAgainOnceVisible(t *testing.T) {
+	dsn := feedDatabase(t, true)
+	out := outsider(t, dsn)
+	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
+	db, s := openFlight(t, dsn, feedOptions())
+	if v := readV(t, db, 1); v != "a" {
+		t.Fatalf("read 1 = %q", v)
+	}
+	tx, inv := s.Stats().FeedTransactions, s.Stats().Invalidations
+	outExec(t, out, `UPDATE items SET v = 'a2' WHERE id = 1`)
+	waitTx(t, s, tx)
+	waitUntil(t, 30*time.Second, func() string {
+		return fmt.Sprintf("invalidations %d → %d, want two for one transaction", inv, s.Stats().Invalidations)
+	}, func() bool { return s.Stats().Invalidations >= inv+2 })
+	if got := s.Stats().Invalidations; got != inv+2 {
+		t.Fatalf("one outside transaction made %d invalidations, want 2", got-inv)
+	}
+	if v := readV(t, db, 1); v != "a2" {
+		t.Fatalf("after the outside UPDATE the read is %q, want a2", v)
+	}
+}
