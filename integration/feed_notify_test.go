@@ -116,37 +116,5 @@ func TestFeedNotifyOutsideWrites(t *testing.T) {
 // and the read shows what the database holds.
 func TestFeedNotifyConnectionCut(t *testing.T) {
 	dsn, out := notifyFeedDatabase(t)
-	db, s := openFlight(t, dsn, sqlflight.Options{Feed: sqlflight.FeedNotify})
-	if v := readV(t, db, 1); v != "a" {
-		t.Fatalf("read = %q", v)
-	}
-	pids := listeners(t, out)
-	if len(pids) != 1 {
-		t.Fatalf("listening sessions: %v, want one", pids)
-	}
-	var ok bool
-	if err := out.QueryRow(testContext(t, time.Minute), `SELECT pg_terminate_backend($1)`, pids[0]).Scan(&ok); err != nil || !ok {
-		t.Fatalf("terminate the listener: %v %v", ok, err)
-	}
-	outExec(t, out, `UPDATE items SET v = 'while cut' WHERE id = 1`)
-	waitUntil(t, 30*time.Second, func() string { return feedStats(s) }, func() bool {
-		st := s.Stats()
-		return st.FeedResyncs >= 1 && st.FeedState == "current"
-	})
-	if st := s.Stats(); st.FeedErrors < 1 {
-		t.Fatalf("the cut was not counted: %s", feedStats(s))
-	}
-	if v := readV(t, db, 1); v != "while cut" {
-		t.Fatalf("after the feed's reconnection the read is %q, want the database's %q", v, "while cut")
-	}
-	if got := listeners(t, out); len(got) != 1 || got[0] == pids[0] {
-		t.Fatalf("listeners after the cut: %v (before: %v)", got, pids)
-	}
-	n := s.Stats().FeedTransactions
-	outExec(t, out, `UPDATE items SET v = 'after' WHERE id = 1`)
-	waitTx(t, s, n)
-	if v := readV(t, db, 1); v != "after" {
-		t.Fatalf("read = %q, want after", v)
-	}
-	t.Logf("feed: %s", feedStats(s))
+	feedConnectionCut(t, dsn, out, sqlflight.Options{Feed: sqlflight.FeedNotify}, listeners)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sqlflight/sqlflight"
 	"github.com/sqlflight/sqlflight/redistier"
@@ -257,17 +256,25 @@ func TestFeedReplicationConnectionCut(t *testing.T) {
 	dsn := feedDatabase(t, true)
 	out := outsider(t, dsn)
 	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
-	db, s := openFlight(t, dsn, feedOptions())
+	feedConnectionCut(t, dsn, out, feedOptions(), walsenders)
+}
+
+// feedConnectionCut terminates the feed's session (sessions lists it) while
+// an outside client writes row 1 of items; the feed must come back on a
+// new session, resync, and serve what the database holds.
+func feedConnectionCut(t *testing.T, dsn string, out *pgx.Conn, o sqlflight.Options, sessions func(*testing.T, *pgx.Conn) []int32) {
+	t.Helper()
+	db, s := openFlight(t, dsn, o)
 	if v := readV(t, db, 1); v != "a" {
 		t.Fatalf("read = %q", v)
 	}
-	pids := walsenders(t, out)
+	pids := sessions(t, out)
 	if len(pids) != 1 {
-		t.Fatalf("walsenders of the feed: %v, want one", pids)
+		t.Fatalf("sessions of the feed: %v, want one", pids)
 	}
 	var ok bool
 	if err := out.QueryRow(testContext(t, time.Minute), `SELECT pg_terminate_backend($1)`, pids[0]).Scan(&ok); err != nil || !ok {
-		t.Fatalf("terminate the walsender: %v %v", ok, err)
+		t.Fatalf("terminate the feed's session: %v %v", ok, err)
 	}
 	outExec(t, out, `UPDATE items SET v = 'while cut' WHERE id = 1`)
 	waitUntil(t, 30*time.Second, func() string { return feedStats(s) }, func() bool {
@@ -280,8 +287,8 @@ func TestFeedReplicationConnectionCut(t *testing.T) {
 	if v := readV(t, db, 1); v != "while cut" {
 		t.Fatalf("after the feed's reconnection the read is %q, want the database's %q", v, "while cut")
 	}
-	if got := walsenders(t, out); len(got) != 1 || got[0] == pids[0] {
-		t.Fatalf("walsenders after the cut: %v (before: %v)", got, pids)
+	if got := sessions(t, out); len(got) != 1 || got[0] == pids[0] {
+		t.Fatalf("the feed's sessions after the cut: %v (before: %v)", got, pids)
 	}
 	// And it streams again.
 	n := s.Stats().FeedTransactions
@@ -390,13 +397,7 @@ func TestFeedDSN(t *testing.T) {
 // mode on, each with its own pool, named alike across the fleet.
 func feedFleet(t *testing.T, dsn string, n int, mode sqlflight.FeedMode) ([]*sql.DB, []*sqlflight.Shield) {
 	t.Helper()
-	addr := redisAddr(t)
-	prefix := "sqlflight-test-feed:" + uniqueID(t) + ":"
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() {
-		flushRedisPrefix(t, addr, prefix)
-		_ = rdb.Close()
-	})
+	rdb, prefix := redisNamespace(t, "sqlflight-test-feed")
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

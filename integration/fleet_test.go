@@ -515,6 +515,21 @@ func TestFleetInvalidationAcrossProcesses(t *testing.T) {
 	}
 }
 
+// redisNamespace is a client of the tests' Redis and a fresh key prefix
+// named after kind; what is left under the prefix, and the client, go
+// when the test ends.
+func redisNamespace(tb testing.TB, kind string) (*redis.Client, string) {
+	tb.Helper()
+	addr := redisAddr(tb)
+	prefix := kind + ":" + uniqueID(tb) + ":"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	tb.Cleanup(func() {
+		flushRedisPrefix(tb, addr, prefix)
+		_ = rdb.Close()
+	})
+	return rdb, prefix
+}
+
 // flushRedisPrefix deletes what a test left in Redis under prefix.
 func flushRedisPrefix(t testing.TB, addr, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sqlflight/sqlflight"
 	"github.com/sqlflight/sqlflight/redistier"
@@ -199,13 +198,7 @@ func tierOptions(prefix string) sqlflight.Options {
 // tier.
 func openTierPair(t *testing.T, dsn string) (a *sql.DB, as *sqlflight.Shield, b *sql.DB, bs *sqlflight.Shield) {
 	t.Helper()
-	addr := redisAddr(t)
-	prefix := "sqlflight-test-tenant:" + uniqueID(t) + ":"
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() {
-		flushRedisPrefix(t, addr, prefix)
-		_ = rdb.Close()
-	})
+	rdb, prefix := redisNamespace(t, "sqlflight-test-tenant")
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

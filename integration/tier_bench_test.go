@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sqlflight/sqlflight"
 	"github.com/sqlflight/sqlflight/redistier"
@@ -20,15 +19,9 @@ import (
 // round trip, a decode and a replay. (An L1 hit is BenchmarkCachedHit.)
 func BenchmarkSharedHit(b *testing.B) {
 	dsn := postgresDSN(b)
-	addr := redisAddr(b)
 	admin := openRaw(b, dsn)
 	table := benchTable(b, admin)
-	prefix := "sqlflight-bench:" + uniqueID(b) + ":"
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	b.Cleanup(func() {
-		flushRedisPrefix(b, addr, prefix)
-		_ = rdb.Close()
-	})
+	rdb, prefix := redisNamespace(b, "sqlflight-bench")
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		b.Fatal(err)
