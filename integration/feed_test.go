@@ -200,8 +200,15 @@ func TestFeedReplicationOutsideWrites(t *testing.T) {
 		}
 	}
 
-	// A rolled-back transaction reports nothing; the committed one after
-	// it shows that the feed went past it.
+	feedSkipsRollback(t, db, s, out)
+	t.Logf("feed: %s", feedStats(s))
+}
+
+// feedSkipsRollback: a transaction rolled back by an outside client is
+// never reported; the committed one after it (to table marker) shows that
+// the feed went past it, and row 1 reads what the database holds.
+func feedSkipsRollback(t *testing.T, db *sql.DB, s *sqlflight.Shield, out *pgx.Conn) {
+	t.Helper()
 	n := s.Stats().FeedTransactions
 	outExec(t, out, `INSERT INTO items VALUES (1, 'kept')`)
 	waitTx(t, s, n)
@@ -224,14 +231,9 @@ func TestFeedReplicationOutsideWrites(t *testing.T) {
 	if got := s.Stats().FeedTransactions; got != n+1 {
 		t.Fatalf("feed transactions %d → %d: the rolled-back transaction was reported", n, got)
 	}
-	var want string
-	if err := out.QueryRow(testContext(t, time.Minute), `SELECT v FROM items WHERE id = 1`).Scan(&want); err != nil {
-		t.Fatal(err)
+	if v := readV(t, db, 1); v != "kept" {
+		t.Fatalf("after a rolled-back transaction the read is %q, want kept", v)
 	}
-	if v := readV(t, db, 1); v != want {
-		t.Fatalf("after a rolled-back transaction the read is %q, the database says %q", v, want)
-	}
-	t.Logf("feed: %s", feedStats(s))
 }
 
 // walsenders returns the pids of the feed's walsenders on database name.
