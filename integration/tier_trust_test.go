@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -517,5 +520,61 @@ func TestTierLongInvalidationReachesTheFleet(t *testing.T) {
 	}
 	if got := f.read(t, b, 1); got != "new" {
 		t.Fatalf("B read %q after the invalidation", got)
+	}
+}
+
+// TestTierDecodeBombsCostLittle: values an attacker writes into Redis under
+// a key a real read uses — 8 MB of empty result sets, a 30 MB column, a
+// body of unknown time-zone names, each behind a genuine value's header
+// bytes — are misses that cost the reader little memory: a value longer
+// than the reader's limits is refused before anything else, a shorter one
+// fails its MAC before it is decoded. The row is then read from the
+// database and served right. (The value itself crosses the network whole:
+// a few copies of it are allocated to receive it.)
+func TestTierDecodeBombsCostLittle(t *testing.T) {
+	f := newTrustFleet(t)
+	a, b := f.node(t, false, sqlflight.Options{}), f.node(t, true, sqlflight.Options{MaxResultBytes: 1 << 20})
+	ctx := testContext(t, time.Minute)
+	k1 := f.fill(t, a, 1)
+	genuine, err := f.attacker.HGet(ctx, k1, "d").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := bytes.Repeat([]byte("\x08Mars/Olympus_Mons"), 200_000)
+	for _, bomb := range []struct {
+		name string
+		data []byte
+	}{
+		{"8 MB of empty sets", append(slices.Clone(genuine[:24]), make([]byte, 8<<20)...)},
+		{"30 MB column", append(slices.Clone(genuine[:24]), bytes.Repeat([]byte{'x'}, 30<<20)...)},
+		{"unknown zones", append(slices.Clone(genuine[:24]), zones...)},
+		{"short garbage", append(slices.Clone(genuine[:24]), zones[:4096]...)},
+	} {
+		if err := f.attacker.HSet(ctx, k1, "d", bomb.data).Err(); err != nil {
+			t.Fatal(err)
+		}
+		forged, decodeErrors := b.s.Stats().SharedForged, b.s.Stats().SharedDecodeErrors
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		got := f.read(t, b, 1)
+		runtime.ReadMemStats(&m1)
+		if got != "old" {
+			t.Fatalf("%s: read %q", bomb.name, got)
+		}
+		st := b.s.Stats()
+		if st.SharedHits != 0 || st.SharedDecodeErrors == decodeErrors {
+			t.Fatalf("%s: not refused as unreadable: %+v", bomb.name, st)
+		}
+		// The Redis client reads a value whole (its reply buffer, then the
+		// string and bytes it hands over): a few copies of it, refused
+		// before any decoding — never the hundreds of times its size a
+		// decode would cost.
+		total := int64(m1.TotalAlloc - m0.TotalAlloc)
+		t.Logf("%s (%d bytes): forged %d → %d, %d bytes allocated by the read (%.1f× the value)",
+			bomb.name, len(bomb.data), forged, st.SharedForged, total, float64(total)/float64(len(bomb.data)))
+		if total > 5*int64(len(bomb.data))+4<<20 {
+			t.Errorf("%s: the read allocated %d bytes for a value of %d", bomb.name, total, len(bomb.data))
+		}
 	}
 }
