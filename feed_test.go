@@ -162,13 +162,9 @@ func TestFeedNeedsPostgres(t *testing.T) {
 	s := New(Options{Feed: FeedReplication})
 	defer s.Close()
 	d := &fakeDriver{}
-	sql.Register("sqlflight-feed-fake", s.Wrap(d))
-	db, err := sql.Open("sqlflight-feed-fake", "fake")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sql.OpenDB(dsnConnector{drv: s.Wrap(d), dsn: "fake"})
 	defer db.Close()
-	err = db.Ping()
+	err := db.Ping()
 	if !errors.Is(err, ErrFeedUnavailable) || !strings.Contains(err.Error(), "pgx") {
 		t.Fatalf("Ping: %v, want ErrFeedUnavailable naming pgx", err)
 	}
