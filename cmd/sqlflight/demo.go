@@ -709,6 +709,13 @@ func verdict(w io.Writer, rs []herdResult) error {
 			"      and each arrival after a flight had finished started the next. Raise -latency or lower -callers.\n",
 			shared.origin, waves)
 	}
+	if st := shared.stats; st != nil && st.RealConnsOpened > 1 {
+		fmt.Fprintf(w, "note: coalescing only opened %d real connections: a flight runs on the real connection of the\n"+
+			"      virtual connection whose caller leads it, opened by its first query; each wave's leader is\n"+
+			"      another virtual connection of database/sql's pool (which keeps 2 idle and closes the rest),\n"+
+			"      so nearly every wave opens one. Under a TTL, hits hold no connection and refreshes run on\n"+
+			"      the Shield's one spare connection.\n", st.RealConnsOpened)
+	}
 	fmt.Fprintf(w, "the database ran the query %s for %d callers without protection", times(raw.origin), raw.callers)
 	for _, r := range rs[1:] {
 		fmt.Fprintf(w, "; %s with %s", times(r.origin), r.name)

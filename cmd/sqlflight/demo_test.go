@@ -373,3 +373,39 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestChartLogAxisHasNoZero: the origin panel's log axis is labelled 1, 10,
+// 100, …, never 0.
+func TestChartLogAxisHasNoZero(t *testing.T) {
+	cfg := demoConfig{callers: 10, interval: 100 * time.Millisecond, duration: time.Second, latency: time.Millisecond,
+		bucket: 100 * time.Millisecond}
+	rs := []herdResult{{name: "no protection", buckets: []bucket{{origin: 0}, {origin: 150, calls: 10, p99: time.Second}}}}
+	var b strings.Builder
+	if err := writeChart(&b, cfg, rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`text-anchor="end">1<`, `text-anchor="end">10<`, `text-anchor="end">1000<`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("chart lacks the tick %s", want)
+		}
+	}
+	if strings.Contains(b.String(), `text-anchor="end">0<`) {
+		t.Error("the log axis has a 0 tick")
+	}
+}
+
+// TestVerdictSaysWhyCoalescingOpensConnections: the demo's output explains
+// the real connections the coalescing way opened.
+func TestVerdictSaysWhyCoalescingOpensConnections(t *testing.T) {
+	raw := herdResult{name: "no protection", callers: 2000, waves: 20, origin: 2000, peak: 20}
+	shared := herdResult{name: "coalescing only", callers: 2000, waves: 20, origin: 20, peak: 1,
+		stats: &sqlflight.Stats{RealConnsOpened: 19}}
+	ttl := herdResult{name: "soft/hard TTL", callers: 2000, waves: 20, origin: 10, peak: 1}
+	var b strings.Builder
+	if err := verdict(&b, []herdResult{raw, shared, ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "coalescing only opened 19 real connections") || !strings.Contains(b.String(), "each wave's leader") {
+		t.Errorf("output does not say why:\n%s", b.String())
+	}
+}
