@@ -263,6 +263,20 @@ func TestDemoPostgres(t *testing.T) {
 	if ttl.origin < 1 || ttl.origin >= raw.origin {
 		t.Errorf("TTL way: %d origin executions, want at least 1 and fewer than %d", ttl.origin, raw.origin)
 	}
+	// The peak is measured by Postgres too (from the runs slow_price notes).
+	for _, r := range results {
+		if r.peak < 1 || r.peak > r.origin || r.peak > int64(cfg.conns) {
+			t.Errorf("%s: peak %d for %d origin executions on %d connections", r.name, r.peak, r.origin, cfg.conns)
+		}
+	}
+	if p := results[wayCoalesce].peak; p != 1 {
+		t.Errorf("coalescing way: %d executions at once, want 1", p)
+	}
+	var tbl strings.Builder
+	writeComparison(&tbl, results)
+	if !strings.Contains(tbl.String(), "| origin queries running at once (peak)") {
+		t.Errorf("the Postgres table lacks the peak row:\n%s", tbl.String())
+	}
 }
 
 // TestMakeBuckets checks how samples and callers fall into buckets.
@@ -300,7 +314,7 @@ func TestVerdict(t *testing.T) {
 		{"failed caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1, errors: 1, firstErr: errors.New("boom")}, ttl, true},
 		{"failed cached caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1},
 			herdResult{callers: 1000, waves: 1, origin: 1, errors: 1, firstErr: errors.New("boom")}, true},
-		{"peak unknown (Postgres)", herdResult{callers: 1000, waves: 1, origin: 1, peak: -1}, ttl, false},
+		{"peak unknown", herdResult{callers: 1000, waves: 1, origin: 1, peak: -1}, ttl, false},
 	} {
 		var out bytes.Buffer
 		err := verdict(&out, []herdResult{raw, c.shared, c.ttl})
