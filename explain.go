@@ -3,8 +3,10 @@ package sqlflight
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -24,8 +26,15 @@ type Explanation struct {
 	Cached      bool   `json:"cached"`
 	// Fleet tells whether, with a shared tier, the result would be shared
 	// across instances too (cached, with the tables it reads known).
-	Fleet       bool     `json:"fleet"`
-	Reason      string   `json:"reason,omitempty"` // why not shared, or not cached
+	Fleet bool `json:"fleet"`
+	// Reason says why not shared (what the statement is: "write: UPDATE",
+	// "transaction control: BEGIN", "calls random (volatile)"), or why
+	// not cached.
+	Reason string `json:"reason,omitempty"`
+	// Bypass is the Stats.BypassReasons key a call would count under when
+	// it is not shared ("write" for every statement not known to be
+	// read-only, writes or not); empty when it is shared.
+	Bypass      string   `json:"bypass,omitempty"`
 	Tables      []string `json:"tables"`
 	Writes      []string `json:"writes"`
 	TablesKnown bool     `json:"tables_known"`
@@ -127,11 +136,16 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 	}
 	x.Policy = f.plan.pol
 	switch reason := f.reason; {
-	case reason != "":
-		x.Reason = reason + reasonDetail(reason, f)
-		if reason == bypassWrite && strings.HasPrefix(r.Reason, reason) {
-			x.Reason = r.Reason
+	case reason == bypassWrite:
+		// Not known to be read-only: say what the statement is, a write or
+		// not (a volatile function, a transaction, session state, text
+		// that is not a query).
+		x.Bypass, x.Reason = reason, r.Reason
+		if x.Reason == "" {
+			x.Reason = "not known to be read-only"
 		}
+	case reason != "":
+		x.Bypass, x.Reason = reason, reason+reasonDetail(reason, f)
 	default:
 		x.Shared = true
 		x.Cached = f.plan.cache
@@ -141,8 +155,18 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 			x.Reason = noCacheReason(f)
 		}
 	}
-	if f.plan.pol.Tables != nil && x.Shared {
-		x.Tables, x.TablesKnown = f.plan.pol.Tables, true
+	// Tables named by the policy (a tables= annotation, a rule) are what a
+	// read reads and what a write changes, shared or not.
+	named := f.plan.pol.Tables
+	if named == nil && f.a.set&setTables != 0 {
+		named = f.a.p.Tables // bypassed before the policy was resolved
+	}
+	switch {
+	case named == nil:
+	case r.ReadOnly || x.Shared || r.Kind == sqlscan.KindSelect:
+		x.Tables, x.TablesKnown = named, true
+	default:
+		x.Writes = named
 	}
 	// What it may write, for a statement that ran through this connection.
 	var all bool
@@ -175,7 +199,7 @@ func reasonDetail(reason string, f *fate) string {
 	case reason == bypassUnverified && f.v != nil && f.v.known() && f.v.err != nil:
 		return ": " + errorClass(f.v.err)
 	}
-	if (reason == bypassNotShareable || reason == bypassWrite) && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
+	if reason == bypassNotShareable && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
 		return ": " + r.Reason
 	}
 	return ""
@@ -196,4 +220,110 @@ func noCacheReason(f *fate) string {
 		return "not cached: calls user functions that are not IMMUTABLE (annotate a TTL in the statement to cache it)"
 	}
 	return "not cached: an argument is a date/time word that follows the clock (annotate a TTL in the statement to cache it)"
+}
+
+// MarshalJSON encodes x with its policy's durations as Go duration strings
+// ("30s", "5m0s") and every list as a list, empty or not (never null).
+func (x Explanation) MarshalJSON() ([]byte, error) {
+	type plain Explanation // without these methods
+	v := struct {
+		plain
+		Policy policyJSON     `json:"policy"`
+		Server *ServerVerdict `json:"server,omitempty"`
+	}{plain: plain(x), Policy: toPolicyJSON(x.Policy)}
+	for _, l := range []*[]string{&v.Tables, &v.Writes, &v.Functions, &v.Unknown} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if x.Server != nil {
+		sv := *x.Server
+		if sv.Functions == nil {
+			sv.Functions = []FunctionVerdict{}
+		}
+		for _, l := range []*[]string{&sv.Tables, &sv.Volatile, &sv.PerSession} {
+			if *l == nil {
+				*l = []string{}
+			}
+		}
+		v.Server = &sv
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes; a policy duration may
+// also be a number of nanoseconds.
+func (x *Explanation) UnmarshalJSON(b []byte) error {
+	type plain Explanation
+	v := struct {
+		*plain
+		Policy policyJSON `json:"policy"`
+	}{plain: (*plain)(x)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	x.Policy = v.Policy.policy()
+	return nil
+}
+
+// policyJSON is Policy as an Explanation encodes it: durations as strings.
+type policyJSON struct {
+	Soft       jsonDuration `json:"soft,omitempty"`
+	Hard       jsonDuration `json:"hard,omitempty"`
+	Neg        jsonDuration `json:"neg,omitempty"`
+	Jitter     float64      `json:"jitter,omitempty"`
+	Beta       float64      `json:"beta,omitempty"`
+	MaxRows    int          `json:"maxrows,omitempty"`
+	MaxBytes   int64        `json:"maxbytes,omitempty"`
+	Wait       jsonDuration `json:"wait,omitempty"`
+	Timeout    jsonDuration `json:"timeout,omitempty"`
+	Tables     []string     `json:"tables,omitempty"`
+	Name       string       `json:"name,omitempty"`
+	Coalesce   bool         `json:"coalesce,omitempty"`
+	NoCoalesce bool         `json:"nocoalesce,omitempty"`
+	NoCache    bool         `json:"nocache,omitempty"`
+	Off        bool         `json:"off,omitempty"`
+}
+
+func toPolicyJSON(p Policy) policyJSON {
+	return policyJSON{
+		Soft: jsonDuration(p.Soft), Hard: jsonDuration(p.Hard), Neg: jsonDuration(p.Neg),
+		Jitter: p.Jitter, Beta: p.Beta, MaxRows: p.MaxRows, MaxBytes: p.MaxBytes,
+		Wait: jsonDuration(p.Wait), Timeout: jsonDuration(p.Timeout), Tables: p.Tables, Name: p.Name,
+		Coalesce: p.Coalesce, NoCoalesce: p.NoCoalesce, NoCache: p.NoCache, Off: p.Off,
+	}
+}
+
+func (p policyJSON) policy() Policy {
+	return Policy{
+		Soft: time.Duration(p.Soft), Hard: time.Duration(p.Hard), Neg: time.Duration(p.Neg),
+		Jitter: p.Jitter, Beta: p.Beta, MaxRows: p.MaxRows, MaxBytes: p.MaxBytes,
+		Wait: time.Duration(p.Wait), Timeout: time.Duration(p.Timeout), Tables: p.Tables, Name: p.Name,
+		Coalesce: p.Coalesce, NoCoalesce: p.NoCoalesce, NoCache: p.NoCache, Off: p.Off,
+	}
+}
+
+// jsonDuration is a time.Duration that encodes as a Go duration string.
+type jsonDuration time.Duration
+
+func (d jsonDuration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if json.Unmarshal(b, &n) != nil {
+			return errors.New("sqlflight: a duration must be a string such as \"30s\"")
+		}
+		*d = jsonDuration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("sqlflight: a duration must be a string such as \"30s\"")
+	}
+	*d = jsonDuration(v)
+	return nil
 }

@@ -102,7 +102,9 @@ func writeChart(w io.Writer, cfg demoConfig, rs []herdResult) error {
 		fmt.Fprintf(&b, `<text x="22" y="%g" text-anchor="middle" transform="rotate(-90 22 %g)">%s</text>`+"\n", cy, cy, esc(ylabel))
 	}
 	panel(top1, bot1, "Origin queries reaching the database", fmt.Sprintf("origin queries per %s (log)", bw))
-	for v := int64(0); v <= int64(math.Pow(10, decades)); v = max(1, v*10) {
+	// A log axis has no 0: its ticks are 1, 10, 100, … (an empty bucket
+	// lies on the bottom edge, log10(1+0) = 0).
+	for v := int64(1); v <= int64(math.Pow(10, decades)); v *= 10 {
 		y := yOrigin(v)
 		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#e5e5e5"/>`+"\n", plotLeft, y, plotRight, y)
 		fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end">%d</text>`+"\n", plotLeft-6, y+4, v)

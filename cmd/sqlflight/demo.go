@@ -205,7 +205,7 @@ type backend interface {
 	count(ctx context.Context) (int64, error)
 	// peak returns the most executions running at once since the last call,
 	// or -1 if the backend cannot tell.
-	peak() int64
+	peak(ctx context.Context) int64
 	close(ctx context.Context) error
 }
 
@@ -277,7 +277,7 @@ func playWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, i int
 		db.SetMaxOpenConns(cfg.conns)
 		db.SetMaxIdleConns(max(cfg.conns, 2))
 	}
-	be.peak() // reset
+	be.peak(ctx) // reset
 
 	base, err := be.count(ctx)
 	if err != nil {
@@ -380,7 +380,7 @@ func playWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, i int
 		return herdResult{}, err
 	}
 
-	r := herdResult{name: h.name, callers: n, waves: waves, origin: total - base, peak: be.peak(), wall: wall}
+	r := herdResult{name: h.name, callers: n, waves: waves, origin: total - base, peak: be.peak(ctx), wall: wall}
 	for _, err := range errs {
 		if err != nil {
 			r.errors++
@@ -509,16 +509,18 @@ func (b *sqliteBackend) connector(i int, s *sqlflight.Shield) driver.Connector {
 }
 
 func (b *sqliteBackend) count(context.Context) (int64, error) { return b.origin.Load(), nil }
-func (b *sqliteBackend) peak() int64                          { return b.high.Swap(0) }
+func (b *sqliteBackend) peak(context.Context) int64           { return b.high.Swap(0) }
 func (b *sqliteBackend) close(context.Context) error          { return os.RemoveAll(b.dir) }
 
 // postgresBackend is a schema of its own in a Postgres database: the table,
-// a sequence and slow_price, a plpgsql function that bumps the sequence and
+// a sequence, a table of runs and slow_price, a plpgsql function that bumps
+// the sequence, notes when it starts and ends (the server's clock) and
 // sleeps. The schema is dropped on close.
 type postgresBackend struct {
 	cfg    *pgx.ConnConfig
 	admin  *sql.DB // plain pgx, for setup, counting and cleanup
 	schema string
+	seen   int64 // the last run that peak has looked at
 }
 
 func newPostgresBackend(ctx context.Context, w io.Writer, cfg demoConfig) (*postgresBackend, error) {
@@ -536,10 +538,14 @@ func newPostgresBackend(ctx context.Context, w io.Writer, cfg demoConfig) (*post
 		`CREATE SCHEMA ` + b.schema,
 		`CREATE TABLE ` + b.schema + `.products (id bigint PRIMARY KEY, name text NOT NULL, price bigint NOT NULL)`,
 		`CREATE SEQUENCE ` + b.schema + `.origin`,
+		`CREATE TABLE ` + b.schema + `.runs (id bigint PRIMARY KEY, started timestamptz NOT NULL, ended timestamptz)`,
 		fmt.Sprintf(`CREATE FUNCTION %[1]s.slow_price(p bigint) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+	run bigint := nextval('%[1]s.origin');
 BEGIN
-	PERFORM nextval('%[1]s.origin');
+	INSERT INTO %[1]s.runs VALUES (run, clock_timestamp());
 	PERFORM pg_sleep(%[2]g);
+	UPDATE %[1]s.runs SET ended = clock_timestamp() WHERE id = run;
 	RETURN p;
 END
 $fn$`, b.schema, ms),
@@ -578,7 +584,24 @@ func (b *postgresBackend) count(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-func (b *postgresBackend) peak() int64 { return -1 }
+// peak returns the most runs of slow_price that overlapped, among those
+// that started since the last call (from the times the server noted), or -1
+// if the server cannot say.
+func (b *postgresBackend) peak(ctx context.Context) int64 {
+	var n, last sql.NullInt64
+	err := b.admin.QueryRowContext(ctx, `
+WITH r AS (SELECT id, started, coalesce(ended, 'infinity') AS ended FROM `+b.schema+`.runs WHERE id > $1),
+ev AS (SELECT started AS t, 1 AS d FROM r UNION ALL SELECT ended, -1 FROM r),
+run AS (SELECT sum(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS at FROM ev)
+SELECT (SELECT max(at) FROM run), (SELECT max(id) FROM r)`, b.seen).Scan(&n, &last)
+	if err != nil {
+		return -1
+	}
+	if last.Valid {
+		b.seen = last.Int64
+	}
+	return n.Int64 // 0 when nothing ran
+}
 
 func (b *postgresBackend) close(ctx context.Context) error {
 	_, err := b.admin.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+b.schema+` CASCADE`)
@@ -708,6 +731,13 @@ func verdict(w io.Writer, rs []herdResult) error {
 		fmt.Fprintf(w, "note: %d flights for %d waves: callers of a wave kept arriving for longer than one execution takes,\n"+
 			"      and each arrival after a flight had finished started the next. Raise -latency or lower -callers.\n",
 			shared.origin, waves)
+	}
+	if st := shared.stats; st != nil && st.RealConnsOpened > 1 {
+		fmt.Fprintf(w, "note: coalescing only opened %d real connections: a flight runs on the real connection of the\n"+
+			"      virtual connection whose caller leads it, opened by its first query; each wave's leader is\n"+
+			"      another virtual connection of database/sql's pool (which keeps 2 idle and closes the rest),\n"+
+			"      so nearly every wave opens one. Under a TTL, hits hold no connection and refreshes run on\n"+
+			"      the Shield's one spare connection.\n", st.RealConnsOpened)
 	}
 	fmt.Fprintf(w, "the database ran the query %s for %d callers without protection", times(raw.origin), raw.callers)
 	for _, r := range rs[1:] {

@@ -263,6 +263,20 @@ func TestDemoPostgres(t *testing.T) {
 	if ttl.origin < 1 || ttl.origin >= raw.origin {
 		t.Errorf("TTL way: %d origin executions, want at least 1 and fewer than %d", ttl.origin, raw.origin)
 	}
+	// The peak is measured by Postgres too (from the runs slow_price notes).
+	for _, r := range results {
+		if r.peak < 1 || r.peak > r.origin || r.peak > int64(cfg.conns) {
+			t.Errorf("%s: peak %d for %d origin executions on %d connections", r.name, r.peak, r.origin, cfg.conns)
+		}
+	}
+	if p := results[wayCoalesce].peak; p != 1 {
+		t.Errorf("coalescing way: %d executions at once, want 1", p)
+	}
+	var tbl strings.Builder
+	writeComparison(&tbl, results)
+	if !strings.Contains(tbl.String(), "| origin queries running at once (peak)") {
+		t.Errorf("the Postgres table lacks the peak row:\n%s", tbl.String())
+	}
 }
 
 // TestMakeBuckets checks how samples and callers fall into buckets.
@@ -300,7 +314,7 @@ func TestVerdict(t *testing.T) {
 		{"failed caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1, errors: 1, firstErr: errors.New("boom")}, ttl, true},
 		{"failed cached caller", herdResult{callers: 1000, waves: 1, origin: 1, peak: 1},
 			herdResult{callers: 1000, waves: 1, origin: 1, errors: 1, firstErr: errors.New("boom")}, true},
-		{"peak unknown (Postgres)", herdResult{callers: 1000, waves: 1, origin: 1, peak: -1}, ttl, false},
+		{"peak unknown", herdResult{callers: 1000, waves: 1, origin: 1, peak: -1}, ttl, false},
 	} {
 		var out bytes.Buffer
 		err := verdict(&out, []herdResult{raw, c.shared, c.ttl})
@@ -371,5 +385,41 @@ func TestUsage(t *testing.T) {
 		if code != c.code || !strings.Contains(out, c.contains) {
 			t.Errorf("sqlflight %q: exit %d, want %d; output %q should contain %q", c.args, code, c.code, out, c.contains)
 		}
+	}
+}
+
+// TestChartLogAxisHasNoZero: the origin panel's log axis is labelled 1, 10,
+// 100, …, never 0.
+func TestChartLogAxisHasNoZero(t *testing.T) {
+	cfg := demoConfig{callers: 10, interval: 100 * time.Millisecond, duration: time.Second, latency: time.Millisecond,
+		bucket: 100 * time.Millisecond}
+	rs := []herdResult{{name: "no protection", buckets: []bucket{{origin: 0}, {origin: 150, calls: 10, p99: time.Second}}}}
+	var b strings.Builder
+	if err := writeChart(&b, cfg, rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`text-anchor="end">1<`, `text-anchor="end">10<`, `text-anchor="end">1000<`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("chart lacks the tick %s", want)
+		}
+	}
+	if strings.Contains(b.String(), `text-anchor="end">0<`) {
+		t.Error("the log axis has a 0 tick")
+	}
+}
+
+// TestVerdictSaysWhyCoalescingOpensConnections: the demo's output explains
+// the real connections the coalescing way opened.
+func TestVerdictSaysWhyCoalescingOpensConnections(t *testing.T) {
+	raw := herdResult{name: "no protection", callers: 2000, waves: 20, origin: 2000, peak: 20}
+	shared := herdResult{name: "coalescing only", callers: 2000, waves: 20, origin: 20, peak: 1,
+		stats: &sqlflight.Stats{RealConnsOpened: 19}}
+	ttl := herdResult{name: "soft/hard TTL", callers: 2000, waves: 20, origin: 10, peak: 1}
+	var b strings.Builder
+	if err := verdict(&b, []herdResult{raw, shared, ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "coalescing only opened 19 real connections") || !strings.Contains(b.String(), "each wave's leader") {
+		t.Errorf("output does not say why:\n%s", b.String())
 	}
 }

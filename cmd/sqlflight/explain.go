@@ -37,6 +37,11 @@ outside a transaction, with the default options: whether identical in-flight
 calls share one query, whether the result is cached, and why not. With no
 statement or "-", the statement is read from standard input.
 
+Flags may come before or after the statement. A statement may begin with a
+"-- sqlflight: …" annotation: an argument that does not look like a flag
+(a space or a newline in its name, "--" followed by a space) is the
+statement; after a "--" argument, everything is.
+
 Without -dsn the verdict is the scanner's alone (provisional): the server
 has the last word on what a statement really calls and reads. With -dsn the
 statement is planned on that server (never run) and the verdict is final.
@@ -45,16 +50,18 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	flags, rest := splitArgs(fs, args)
+	if err := fs.Parse(flags); err != nil {
 		if err == flag.ErrHelp {
 			return err
 		}
 		return errUsage // the flag package has printed the error and usage
 	}
 	var query string
-	switch rest := fs.Args(); {
+	switch {
 	case len(rest) > 1:
-		return fmt.Errorf("%w: want one statement, got %d arguments (quote the SQL)", errUsage, len(rest))
+		return fmt.Errorf("%w: want one statement, got %d arguments %s (quote the SQL as one argument)",
+			errUsage, len(rest), argList(rest))
 	case len(rest) == 1 && rest[0] != "-":
 		query = rest[0]
 	default:
@@ -93,6 +100,69 @@ Flags:
 	return writeExplanation(stdout, x)
 }
 
+// splitArgs separates the flags of fs in args, wherever they are, from the
+// other arguments: the statement, "-", and everything after a "--"
+// argument. An argument that begins with "-" is a flag only if it looks like
+// one ("-name" or "--name", maybe "=value", the name made of letters,
+// digits, "_" and "-"): SQL that begins with a "-- sqlflight: …" annotation
+// or a "--comment" line is not mistaken for a flag. The value of a
+// non-boolean flag given as the next argument goes with it.
+func splitArgs(fs *flag.FlagSet, args []string) (flags, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(rest, args[i+1:]...)
+		}
+		name, hasValue, ok := flagName(a)
+		if !ok {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		if f := fs.Lookup(name); f != nil && !hasValue && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, rest
+}
+
+// flagName returns the name of the flag arg spells, and whether it carries
+// its value ("-name=value"); ok is false when arg does not look like a flag.
+func flagName(arg string) (name string, hasValue, ok bool) {
+	if len(arg) < 2 || arg[0] != '-' {
+		return "", false, false
+	}
+	name = strings.TrimPrefix(arg[1:], "-")
+	name, _, hasValue = strings.Cut(name, "=")
+	if name == "" || name[0] == '-' {
+		return "", false, false
+	}
+	for _, r := range name {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return "", false, false
+		}
+	}
+	return name, hasValue, true
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// argList quotes the first words of each argument, for an error message.
+func argList(args []string) string {
+	var out []string
+	for _, a := range args {
+		if r := []rune(a); len(r) > 20 {
+			a = string(r[:20]) + "…"
+		}
+		out = append(out, strconv.Quote(a))
+	}
+	return "(" + strings.Join(out, ", ") + ")"
+}
+
 // writeExplanation prints x for a person.
 func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 	var b strings.Builder
@@ -110,7 +180,12 @@ func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 	if x.Shared {
 		line("shared", "yes: identical in-flight calls run one query (%s)", x.Verdict)
 	} else {
-		line("shared", "no: %s", dedupe(orUnknown(x.Reason)))
+		reason := dedupe(orUnknown(x.Reason))
+		if x.Bypass != "" && !strings.HasPrefix(reason, x.Bypass) {
+			// Not a write, yet counted with writes: not known to be read-only.
+			reason += fmt.Sprintf(" (not known to be read-only: counted under bypass reason %q)", x.Bypass)
+		}
+		line("shared", "no: %s", reason)
 	}
 	switch {
 	case x.Cached:

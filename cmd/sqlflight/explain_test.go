@@ -194,3 +194,78 @@ func TestExplainServerVerdict(t *testing.T) {
 		t.Errorf("without -dsn the verdict must say it is provisional:\n%s", out)
 	}
 }
+
+// TestExplainAnnotationArgument: SQL that begins with the README's
+// "-- sqlflight: …" annotation is the statement, not a flag, and flags may
+// come after the statement.
+func TestExplainAnnotationArgument(t *testing.T) {
+	const q = "-- sqlflight: ttl=1m tables=products\nSELECT * FROM v"
+	for _, args := range [][]string{
+		{q},
+		{"-json", q},
+		{q, "-json"},
+		{q, "--json"},
+		{"-json", "--", q},
+		{"--sqlflight: ttl=1m tables=products\nSELECT * FROM v", "-json"},
+	} {
+		code, out, errOut := explainCmd(t, "", args...)
+		if code != exitOK || errOut != "" {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+			continue
+		}
+		if strings.Contains(strings.Join(args, " "), "json") {
+			var x sqlflight.Explanation
+			if err := json.Unmarshal([]byte(out), &x); err != nil || !x.Cached || strings.Join(x.Tables, ",") != "products" {
+				t.Errorf("%q: %v %+v", args, err, x)
+			}
+		} else if !strings.Contains(out, "cached:      yes") || !strings.Contains(out, "reads:       products\n") {
+			t.Errorf("%q:\n%s", args, out)
+		}
+	}
+	// A value flag after the statement takes the next argument.
+	code, _, errOut := explainCmd(t, "", "SELECT 1", "-dsn")
+	if code != exitUsage || !strings.Contains(errOut, "flag needs an argument: -dsn") {
+		t.Errorf("-dsn without its value: exit %d, stderr %q", code, errOut)
+	}
+	// Two statements: the message names what it got.
+	code, _, errOut = explainCmd(t, "", "SELECT 1", "SELECT 2", "-json")
+	if code != exitUsage || !strings.Contains(errOut, `got 2 arguments ("SELECT 1", "SELECT 2")`) {
+		t.Errorf("two statements: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestExplainLabels: a statement that is not a write is not labelled one;
+// the bypass counter it falls under is named as such.
+func TestExplainLabels(t *testing.T) {
+	for _, tc := range []struct{ sql, want string }{
+		{"SELECT random()", `shared:      no: calls random (volatile) (not known to be read-only: counted under bypass reason "write")`},
+		{"garbage here", "shared:      no: not a query: GARBAGE ("},
+		{"UPDATE products SET n = 1", "shared:      no: write: UPDATE\n"},
+		{"/* sqlflight: ttl=1m tables=products */ SELECT my_fn()", "reads:       products\n"},
+	} {
+		code, out, errOut := explainCmd(t, "", tc.sql)
+		if code != exitOK || errOut != "" || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %q in\n%s", tc.sql, code, errOut, tc.want, out)
+		}
+		if strings.Contains(out, "no: write: calls") || strings.Contains(out, "no: write: not a query") {
+			t.Errorf("%s: labelled a write:\n%s", tc.sql, out)
+		}
+	}
+}
+
+// TestExplainJSONShape: durations are Go duration strings and empty lists
+// are [] in -json output.
+func TestExplainJSONShape(t *testing.T) {
+	code, out, errOut := explainCmd(t, "", "-json", "/* sqlflight: soft=30s hard=5m */ SELECT 1")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{`"soft": "30s"`, `"hard": "5m0s"`, `"writes": []`, `"unknown_functions": []`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "null") {
+		t.Errorf("output has null:\n%s", out)
+	}
+}
