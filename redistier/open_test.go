@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
-		"syscall"
+	"syscall"
 	"testing"
 	"time"
 
