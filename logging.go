@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sqlflight/sqlflight/internal/seal"
@@ -97,6 +98,9 @@ func errWhat(err error) string {
 		return "canceled"
 	case errors.Is(err, driver.ErrBadConn):
 		return "bad connection"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Nothing listens where the connection went: certain, and at once.
+		return "connection refused"
 	case errors.As(err, &ne):
 		if ne.Timeout() {
 			return "network timeout"

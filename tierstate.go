@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/seal"
@@ -26,7 +27,9 @@ import (
 // left says nothing of the tier). tierFailures failures in a row take the
 // tier down: the Shield runs on L1 alone, with no error to any caller,
 // until a probe (one call let through after the back-off) succeeds and the
-// invalidations that could not be published meanwhile are.
+// invalidations that could not be published meanwhile are. A refused
+// connection (nothing listens where the tier is) is a certain failure, not
+// a slow one: it takes the tier down at once.
 type tierState struct {
 	t        SharedTier
 	ns       string
@@ -247,7 +250,7 @@ func (ts *tierState) record(probe bool, err error) {
 		return
 	}
 	ts.failures++
-	if probe || (!ts.down.Load() && ts.failures >= tierFailures) {
+	if probe || (!ts.down.Load() && (ts.failures >= tierFailures || refused(err))) {
 		was := ts.down.Load()
 		ts.probing = false
 		ts.downs++
@@ -263,6 +266,13 @@ func (ts *tierState) record(probe bool, err error) {
 		}
 	}
 	ts.mu.Unlock()
+}
+
+// refused reports whether err is a refused connection: nothing listens
+// where the tier is, and waiting for more failures would only make more
+// callers pay for them.
+func refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // kick publishes the invalidations that wait, in the background, once at a

@@ -10,6 +10,21 @@
 //
 //	db, err := sql.Open("sqlflight", "postgres://app@db/app?sqlflight.shared=redis://cache:6379/0")
 //
+// The schemes, each parsed by go-redis (its query parameters, such as
+// dial_timeout or pool_size, go with it; percent-encode the URL inside a
+// URL DSN):
+//
+//	redis://[user:pass@]host:port/db        one server (redis.ParseURL); rediss:// with TLS
+//	redis+cluster://[user:pass@]host:port?addr=host2:port2&addr=...
+//	                                        Redis Cluster from its seed nodes (redis.ParseClusterURL)
+//	redis+sentinel://[user:pass@]host:port?master_name=m&addr=host2:port2&password=...
+//	                                        the primary that Sentinel names (redis.ParseFailoverURL;
+//	                                        user:pass are the sentinels', password= the primary's)
+//
+// rediss+cluster and rediss+sentinel use TLS. A client made from a URL has
+// ContextTimeoutEnabled, MaxRetries 1 and DialerRetries 1 unless the URL
+// sets them (see New).
+//
 // Under a namespace ns (the Shield's KeyPrefix) the tier keeps:
 //
 //	ns+"v:"+key      a hash: field v, the version (decimal); field d, the data
@@ -75,34 +90,103 @@ import (
 var _ sqlflight.SharedTier = (*Tier)(nil)
 
 func init() {
-	sqlflight.RegisterTier("redis", open)
-	sqlflight.RegisterTier("rediss", open)
+	for _, scheme := range []string{"redis", "rediss"} {
+		sqlflight.RegisterTier(scheme, open)
+		sqlflight.RegisterTier(scheme+"+cluster", open)
+		sqlflight.RegisterTier(scheme+"+sentinel", open)
+	}
 }
 
-// open is the sqlflight.TierOpener of the redis and rediss schemes: it makes
-// a client of its own from a go-redis URL (redis://[user:pass@]host:port/db).
+// open is the sqlflight.TierOpener of the redis and rediss schemes and of
+// their +cluster and +sentinel forms: it makes a client of its own from a
+// go-redis URL (see ParseTarget).
 func open(target string) (sqlflight.SharedTier, error) {
-	opt, err := redis.ParseURL(target)
+	client, err := newClientOf(target)
 	if err != nil {
-		if _, ok := errors.AsType[*url.Error](err); ok {
-			// url.Parse's errors quote the URL (or a piece of it): the password with it.
-			return nil, errors.New("redistier: the URL does not parse")
-		}
-		return nil, fmt.Errorf("redistier: %w", err)
+		return nil, err
 	}
-	// The Shield bounds every call with a context deadline; let it bound the
-	// socket reads and writes too.
-	opt.ContextTimeoutEnabled = true
-	// The Shield's breaker decides what a failure means: one retry (for a
-	// pooled connection that died while idle), not go-redis's three, which
-	// would hide an outage until the deadline. (A URL's own max_retries
-	// parameter still wins.)
-	if !strings.Contains(target, "max_retries=") {
-		opt.MaxRetries = 1
-	}
-	t := New(redis.NewClient(opt))
+	t := New(client)
 	t.ownClient = true
 	return t, nil
+}
+
+// newClientOf makes the go-redis client a target names: redis:// and
+// rediss:// with redis.ParseURL (one server), redis+cluster:// with
+// redis.ParseClusterURL (seed nodes: the host and addr= parameters),
+// redis+sentinel:// with redis.ParseFailoverURL (sentinels: the host and
+// addr= parameters; master_name= required).
+func newClientOf(target string) (redis.UniversalClient, error) {
+	scheme, rest, ok := strings.Cut(target, "://")
+	if !ok {
+		return nil, errors.New("redistier: the URL does not parse")
+	}
+	base, kind, _ := strings.Cut(strings.ToLower(scheme), "+")
+	if base != "redis" && base != "rediss" {
+		return nil, fmt.Errorf("redistier: scheme %q is not redis, rediss or their +cluster or +sentinel form", scheme)
+	}
+	u := base + "://" + rest
+	// The query, to tell which of the defaults below the URL sets itself.
+	q := url.Values{}
+	if pu, err := url.Parse(u); err == nil {
+		q = pu.Query()
+	}
+	var client redis.UniversalClient
+	switch kind {
+	case "":
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		client = redis.NewClient(opt)
+	case "cluster":
+		opt, err := redis.ParseClusterURL(u)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		client = redis.NewClusterClient(opt)
+	case "sentinel":
+		opt, err := redis.ParseFailoverURL(u)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		if opt.MasterName == "" {
+			return nil, errors.New("redistier: a redis+sentinel URL needs master_name=")
+		}
+		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		client = redis.NewFailoverClient(opt)
+	default:
+		return nil, fmt.Errorf("redistier: scheme %q is not redis, rediss or their +cluster or +sentinel form", scheme)
+	}
+	return client, nil
+}
+
+// tune sets what the Shield wants of a client it made, unless the URL's
+// query q sets it itself. The Shield bounds every call with a context
+// deadline: let it bound the socket reads and writes too. Its breaker
+// decides what a failure means: one retry (for a pooled connection that
+// died while idle), not go-redis's three, which would hide an outage until
+// the deadline; and one dial, not go-redis's five 100 ms apart, so that a
+// refused connection (nothing listens) fails at once instead of after
+// RedisTimeout.
+func tune(q url.Values, contextTimeout *bool, maxRetries, dialerRetries *int) {
+	*contextTimeout = true
+	if !q.Has("max_retries") {
+		*maxRetries = 1
+	}
+	if !q.Has("dialer_retries") {
+		*dialerRetries = 1
+	}
+}
+
+// parseError is err of a URL that go-redis could not parse, without the
+// URL: url.Parse's errors quote it (or a piece of it), the password with it.
+func parseError(err error) error {
+	if _, ok := errors.AsType[*url.Error](err); ok {
+		return errors.New("redistier: the URL does not parse")
+	}
+	return fmt.Errorf("redistier: %w", err)
 }
 
 // Tier is a sqlflight.SharedTier on Redis. It is safe for concurrent use.
@@ -115,11 +199,16 @@ type Tier struct {
 	subs   map[*subscription]struct{}
 }
 
-// New returns a Tier on client. The caller keeps ownership of client: Close
-// does not close it. Give the client ContextTimeoutEnabled (so that the
-// Shield's RedisTimeout bounds its socket reads, not only the Shield's
-// wait for them) and MaxRetries 1 (a retry for a pooled connection that
-// died while idle; the Shield's breaker decides what a failure means).
+// New returns a Tier on client: a *redis.Client, a *redis.ClusterClient (put
+// a hash tag in the Shield's KeyPrefix, see the package documentation), a
+// Sentinel-backed failover client, or any other redis.UniversalClient. The
+// caller keeps ownership of client: Close does not close it. Give the
+// client ContextTimeoutEnabled (so that the Shield's RedisTimeout bounds its
+// socket reads, not only the Shield's wait for them), MaxRetries 1 (a retry
+// for a pooled connection that died while idle; the Shield's breaker
+// decides what a failure means) and DialerRetries 1 (go-redis otherwise
+// dials five times, 100 ms apart, before it reports a refused connection:
+// the Shield takes the tier down at the first refusal).
 func New(client redis.UniversalClient) *Tier {
 	return &Tier{client: client, subs: map[*subscription]struct{}{}}
 }
