@@ -134,6 +134,14 @@ func TestMirrorsSqlmock(t *testing.T) {
 	}
 }
 
+// A shared-tier result written by a build that knows more optional
+// interfaces (Go 1.27's RowsColumnScanner, read by a Go 1.26 build) replays
+// with the interfaces this build knows, instead of panicking.
+func TestReplayUnknownMaskBits(t *testing.T) {
+	r := newReplay(&result{mask: 0xffff, sets: []resultSet{{names: []string{"a"}, cols: make([]column, 1)}}})
+	sameFaces(t, "replay of every bit", rowsFacesList, rowsImpl(&replay{}), r)
+}
+
 // TestMirrorsPgx needs a Postgres (SQLFLIGHT_POSTGRES_DSN).
 func TestMirrorsPgx(t *testing.T) {
 	dsn := postgresDSN(t)

@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// rowsImpl is every Rows method a wrapper may be asked for; mirrorRows
-// exposes only those the parent rows had.
-type rowsImpl interface {
+// rowsCommon is every Rows method a wrapper may be asked for under any Go
+// release; rowsImpl adds those of the release built with (rows_go127.go),
+// and mirrorRows exposes only those the parent rows had.
+type rowsCommon interface {
 	driver.Rows
 	driver.RowsNextResultSet
 	driver.RowsColumnTypeScanType
@@ -87,7 +88,7 @@ type limits struct {
 // and then go on reading the parent, for the leader alone. A read error
 // fails the whole result: nothing partial is ever shared.
 func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, err error) {
-	res = &result{mask: mirrorRowsMask(rows)}
+	res = &result{mask: shareMask(rows, mirrorRowsMask(rows))}
 	total := 0
 	for {
 		rs := captureColumns(rows, res.mask)
@@ -184,14 +185,18 @@ type replay struct {
 	pos      int // next row of res.sets[set]
 	tail     driver.Rows
 	onParent bool
-	release  func() // called once by Close
-	closed   bool
+	// rowOnTail: the current row came from tail's NextRow (Go 1.27).
+	rowOnTail bool
+	release   func() // called once by Close
+	closed    bool
 }
 
 var _ rowsImpl = (*replay)(nil)
 
 func newReplay(res *result) driver.Rows {
-	return mirrorRows(&replay{res: res}, res.mask)
+	// A result from the shared tier may come from a build that knows
+	// interfaces this one does not.
+	return mirrorRows(&replay{res: res}, res.mask&mirrorRowsAll)
 }
 
 func (r *replay) cur() *resultSet { return &r.res.sets[r.set] }

@@ -13,12 +13,14 @@ import (
 	"go/format"
 	"log"
 	"os"
+	"strings"
 )
 
 type face struct {
 	bit   string // constant name of the bit
 	iface string // interface detected on the parent
 	embed string // interface embedded when the bit is set (iface if empty)
+	tag   string // Go release tag the interface needs ("go1.27"), or ""
 }
 
 type family struct {
@@ -27,52 +29,101 @@ type family struct {
 	base  string // interface embedded always
 	ret   string // return type
 	faces []face
+	file  string // output file of the family
 }
 
 var families = []family{
 	{
-		fn: "mirrorConn", impl: "*conn", base: "connBase", ret: "driver.Conn",
+		fn: "mirrorConn", impl: "*conn", base: "connBase", ret: "driver.Conn", file: "mirror_generated.go",
 		faces: []face{
-			{"connPinger", "driver.Pinger", ""},
-			{"connExecer", "driver.ExecerContext", ""},
-			{"connQueryer", "driver.QueryerContext", ""},
-			{"connPrepareCtx", "driver.ConnPrepareContext", ""},
-			{"connBeginTx", "driver.ConnBeginTx", ""},
-			{"connResetter", "driver.SessionResetter", ""},
-			{"connValidator", "driver.Validator", ""},
-			{"connNamedValueChecker", "driver.NamedValueChecker", ""},
+			{"connPinger", "driver.Pinger", "", ""},
+			{"connExecer", "driver.ExecerContext", "", ""},
+			{"connQueryer", "driver.QueryerContext", "", ""},
+			{"connPrepareCtx", "driver.ConnPrepareContext", "", ""},
+			{"connBeginTx", "driver.ConnBeginTx", "", ""},
+			{"connResetter", "driver.SessionResetter", "", ""},
+			{"connValidator", "driver.Validator", "", ""},
+			{"connNamedValueChecker", "driver.NamedValueChecker", "", ""},
 		},
 	},
 	{
-		fn: "mirrorStmt", impl: "*stmt", base: "driver.Stmt", ret: "driver.Stmt",
+		fn: "mirrorStmt", impl: "*stmt", base: "driver.Stmt", ret: "driver.Stmt", file: "mirror_generated.go",
 		faces: []face{
-			{"stmtExecCtx", "driver.StmtExecContext", ""},
-			{"stmtQueryCtx", "driver.StmtQueryContext", ""},
-			{"stmtNamedValueChecker", "driver.NamedValueChecker", ""},
-			{"stmtColumnConverter", "driver.ColumnConverter", ""},
+			{"stmtExecCtx", "driver.StmtExecContext", "", ""},
+			{"stmtQueryCtx", "driver.StmtQueryContext", "", ""},
+			{"stmtNamedValueChecker", "driver.NamedValueChecker", "", ""},
+			{"stmtColumnConverter", "driver.ColumnConverter", "", ""},
 		},
 	},
 	{
-		fn: "mirrorRows", impl: "rowsImpl", base: "driver.Rows", ret: "driver.Rows",
+		fn: "mirrorRows", impl: "rowsImpl", base: "driver.Rows", ret: "driver.Rows", file: "mirror_rows_generated.go",
 		faces: []face{
 			// The driver's Rows interfaces embed driver.Rows; embedding them
 			// beside it would make Close ambiguous, so the wrappers embed
 			// method-only faces (rows.go).
-			{"rowsNextResultSet", "driver.RowsNextResultSet", "nextResultSetFace"},
-			{"rowsScanType", "driver.RowsColumnTypeScanType", "scanTypeFace"},
-			{"rowsDatabaseTypeName", "driver.RowsColumnTypeDatabaseTypeName", "databaseTypeNameFace"},
-			{"rowsLength", "driver.RowsColumnTypeLength", "lengthFace"},
-			{"rowsNullable", "driver.RowsColumnTypeNullable", "nullableFace"},
-			{"rowsPrecisionScale", "driver.RowsColumnTypePrecisionScale", "precisionScaleFace"},
+			{"rowsNextResultSet", "driver.RowsNextResultSet", "nextResultSetFace", ""},
+			{"rowsScanType", "driver.RowsColumnTypeScanType", "scanTypeFace", ""},
+			{"rowsDatabaseTypeName", "driver.RowsColumnTypeDatabaseTypeName", "databaseTypeNameFace", ""},
+			{"rowsLength", "driver.RowsColumnTypeLength", "lengthFace", ""},
+			{"rowsNullable", "driver.RowsColumnTypeNullable", "nullableFace", ""},
+			{"rowsPrecisionScale", "driver.RowsColumnTypePrecisionScale", "precisionScaleFace", ""},
+			// Go 1.27: database/sql scans through the driver (rows_go127.go).
+			{"rowsColumnScanner", "driver.RowsColumnScanner", "columnScannerFace", "go1.27"},
 		},
 	},
 }
 
+// main writes every output file: a family whose faces need a Go release
+// is written twice, with and without those faces, under build constraints
+// (mirror_rows_generated.go for Go before 1.27, mirror_rows_go127_generated.go
+// from Go 1.27 on).
 func main() {
+	files := map[string][]family{}
+	var order []string
+	add := func(name string, f family) {
+		if _, ok := files[name]; !ok {
+			order = append(order, name)
+		}
+		files[name] = append(files[name], f)
+	}
+	for _, f := range families {
+		tag := ""
+		for _, fc := range f.faces {
+			if fc.tag != "" {
+				tag = fc.tag
+			}
+		}
+		if tag == "" {
+			add(f.file, f)
+			continue
+		}
+		old := f
+		old.faces = nil
+		for _, fc := range f.faces {
+			if fc.tag == "" {
+				old.faces = append(old.faces, fc)
+			}
+		}
+		add("!"+tag+" "+f.file, old)
+		add(tag+" "+strings.TrimSuffix(f.file, "_generated.go")+"_"+strings.ReplaceAll(tag, ".", "")+"_generated.go", f)
+	}
+	for _, key := range order {
+		tag, name, ok := strings.Cut(key, " ")
+		if !ok {
+			tag, name = "", key
+		}
+		write(name, tag, files[key])
+	}
+}
+
+func write(name, tag string, fams []family) {
 	var b bytes.Buffer
 	b.WriteString("// Code generated by internal/mirrorgen; DO NOT EDIT.\n\n")
+	if tag != "" {
+		fmt.Fprintf(&b, "//go:build %s\n\n", tag)
+	}
 	b.WriteString("package sqlflight\n\nimport \"database/sql/driver\"\n\n")
-	for _, f := range families {
+	for _, f := range fams {
 		fmt.Fprintf(&b, "// %s returns v as a value that implements %s and exactly the optional\n", f.fn, f.base)
 		fmt.Fprintf(&b, "// interfaces whose bits are set in mask.\n")
 		fmt.Fprintf(&b, "func %s(v %s, mask uint16) %s {\n\tswitch mask {\n", f.fn, f.impl, f.ret)
@@ -107,12 +158,14 @@ func main() {
 			fmt.Fprintf(&b, "\tif _, ok := p.(%s); ok {\n\t\tm |= %s\n\t}\n", fc.iface, fc.bit)
 		}
 		b.WriteString("\treturn m\n}\n\n")
+		fmt.Fprintf(&b, "// %sAll has the bit of every optional interface this build knows.\n", f.fn)
+		fmt.Fprintf(&b, "const %sAll uint16 = 1<<%d - 1\n\n", f.fn, len(f.faces))
 	}
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile("mirror_generated.go", src, 0o644); err != nil {
+	if err := os.WriteFile(name, src, 0o644); err != nil {
 		log.Fatal(err)
 	}
 }

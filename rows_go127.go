@@ -1,0 +1,224 @@
+//go:build go1.27
+
+package sqlflight
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Go 1.27's database/sql scans through the driver when its rows implement
+// driver.RowsColumnScanner (and then never calls Next): pgx scans arrays,
+// ranges, multiranges and its native byte slices that way. The wrappers
+// forward it exactly when the parent rows implement it.
+
+// columnScannerFace is driver.RowsColumnScanner without driver.Rows.
+type columnScannerFace interface {
+	NextRow() error
+	ScanColumn(scanCtx driver.ScanContext, index int, dest any) error
+}
+
+// rowsImpl is every Rows method a wrapper may be asked for.
+type rowsImpl interface {
+	rowsCommon
+	columnScannerFace
+}
+
+func (p *passRows) NextRow() error { return p.Rows.(driver.RowsColumnScanner).NextRow() }
+
+func (p *passRows) ScanColumn(scanCtx driver.ScanContext, index int, dest any) error {
+	return p.Rows.(driver.RowsColumnScanner).ScanColumn(scanCtx, index, dest)
+}
+
+// shareMask is the mask a shared result of parent replays with. A shared
+// result claims driver.RowsColumnScanner only when its replay can scan the
+// way the parent would: for pgx's stdlib rows, whose column types it knows
+// by name. For any other parent it replays through Next, as under Go 1.26.
+func shareMask(parent any, mask uint16) uint16 {
+	if _, ok := parent.(*stdlib.Rows); !ok || mask&rowsDatabaseTypeName == 0 {
+		mask &^= rowsColumnScanner
+	}
+	return mask
+}
+
+// NextRow advances to the next row: a buffered one, then the parent's (the
+// leader's rows of a result too large to share).
+func (r *replay) NextRow() error {
+	if r.closed {
+		return io.EOF
+	}
+	if r.onTail() {
+		r.rowOnTail = true
+		return r.tail.(driver.RowsColumnScanner).NextRow()
+	}
+	r.rowOnTail = false
+	if r.pos >= r.cur().rows() {
+		return io.EOF
+	}
+	r.pos++
+	return nil
+}
+
+// errNoRow is returned by ScanColumn before NextRow or after the last row.
+var errNoRow = errors.New("sqlflight: ScanColumn without a current row")
+
+// ScanColumn scans column index of the current row into dest as pgx's
+// stdlib rows do: database/sql's conversions for the destinations
+// database/sql knows, pgx's type map for the others (slices, pgtype arrays,
+// ranges, multiranges and native byte slices), from the raw value pgx
+// would scan, rebuilt from the materialized one.
+func (r *replay) ScanColumn(scanCtx driver.ScanContext, index int, dest any) error {
+	if r.rowOnTail {
+		return r.tail.(driver.RowsColumnScanner).ScanColumn(scanCtx, index, dest)
+	}
+	rs := r.cur()
+	if r.closed || r.pos == 0 || r.pos > rs.rows() {
+		return errNoRow
+	}
+	if index < 0 || index >= len(rs.names) {
+		return errors.New("sqlflight: ScanColumn index out of range")
+	}
+	v := rs.vals[(r.pos-1)*len(rs.names)+index]
+	if b, ok := v.([]byte); ok && b != nil {
+		v = append(make([]byte, 0, len(b)), b...)
+	}
+	return pgxScanColumn(scanCtx, rs.cols[index].dbType, v, dest)
+}
+
+// pgxTypes holds pgx's default type maps; a Map is not safe for concurrent
+// use.
+var pgxTypes = sync.Pool{New: func() any { return pgtype.NewMap() }}
+
+// pgxBinary are the types pgx's stdlib reads in binary format (its
+// databaseSQLResultFormats); it reads every other type as text, and its
+// driver.Value of such a column is that text.
+var pgxBinary = map[uint32]bool{
+	pgtype.BoolOID: true, pgtype.ByteaOID: true, pgtype.CIDOID: true, pgtype.DateOID: true,
+	pgtype.Float4OID: true, pgtype.Float8OID: true, pgtype.Int2OID: true, pgtype.Int4OID: true,
+	pgtype.Int8OID: true, pgtype.OIDOID: true, pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
+	pgtype.XIDOID: true,
+}
+
+// pgxScanColumn is pgx v5's stdlib Rows.ScanColumn over a materialized
+// value v of a column whose ColumnTypeDatabaseTypeName was dbType.
+func pgxScanColumn(scanCtx driver.ScanContext, dbType string, v driver.Value, dest any) error {
+	if dest == nil {
+		return errors.New("destination not a pointer")
+	}
+	rv := reflect.ValueOf(dest)
+	if rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return errors.New("destination pointer is nil")
+	}
+	if isSQLScanDestination(rv.Type()) {
+		return sql.ConvertAssign(scanCtx, dest, v)
+	}
+	m := pgxTypes.Get().(*pgtype.Map)
+	defer pgxTypes.Put(m)
+	var oid uint32
+	if t, ok := m.TypeForName(strings.ToLower(dbType)); ok {
+		oid = t.OID
+	} else if n, err := strconv.ParseUint(dbType, 10, 32); err == nil {
+		oid = uint32(n)
+	} else {
+		// A type registered on the connection's own type map: the
+		// replay knows pgx's default types only.
+		return errors.New("sqlflight: a shared result scans type " + strconv.Quote(dbType) +
+			" only into database/sql destinations (pgx's default type map does not know it)")
+	}
+	format, src, err := pgxRaw(m, oid, v)
+	if err != nil {
+		return err
+	}
+	return m.Scan(oid, format, src, dest)
+}
+
+// pgxRaw rebuilds the wire value pgx's stdlib scanned v from.
+func pgxRaw(m *pgtype.Map, oid uint32, v driver.Value) (int16, []byte, error) {
+	format := int16(pgtype.TextFormatCode)
+	if pgxBinary[oid] {
+		format = pgtype.BinaryFormatCode
+	}
+	switch v := v.(type) {
+	case nil:
+		return format, nil, nil
+	case []byte:
+		// bytea (binary), json, jsonb, xml (text): the bytes read.
+		return format, v, nil
+	case string:
+		if format == pgtype.TextFormatCode {
+			return format, []byte(v), nil
+		}
+	}
+	if format == pgtype.BinaryFormatCode {
+		if b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil); err == nil {
+			return format, b, nil
+		}
+	}
+	b, err := m.Encode(oid, pgtype.TextFormatCode, v, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	return pgtype.TextFormatCode, b, nil
+}
+
+// sqlScanDestinations caches isSQLScanDestination: reflect.Type -> bool.
+var sqlScanDestinations sync.Map
+
+// isSQLScanDestination is pgx v5's stdlib rule: named scalar types,
+// sql.Scanners and nullable pointers to them take database/sql's
+// conversions; everything else is pgx's.
+func isSQLScanDestination(t reflect.Type) bool {
+	if cached, ok := sqlScanDestinations.Load(t); ok {
+		return cached.(bool)
+	}
+	result := isSQLScanDestinationUncached(t)
+	sqlScanDestinations.Store(t, result)
+	return result
+}
+
+func isSQLScanDestinationUncached(t reflect.Type) bool {
+	var namedPointers map[reflect.Type]bool
+	for {
+		if t.Implements(reflect.TypeFor[sql.Scanner]()) {
+			return true
+		}
+		if t.Implements(reflect.TypeFor[pgtype.ArraySetter]()) || t.Implements(reflect.TypeFor[pgtype.BytesScanner]()) {
+			return false
+		}
+		if t.Kind() != reflect.Pointer {
+			break
+		}
+		if t.Name() != "" {
+			if namedPointers[t] {
+				return false
+			}
+			if namedPointers == nil {
+				namedPointers = make(map[reflect.Type]bool)
+			}
+			namedPointers[t] = true
+		}
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String, reflect.Interface:
+		return true
+	case reflect.Slice:
+		return t.Elem().Kind() == reflect.Uint8
+	case reflect.Struct:
+		return t.ConvertibleTo(reflect.TypeFor[time.Time]())
+	default:
+		return false
+	}
+}
