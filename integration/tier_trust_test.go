@@ -554,6 +554,7 @@ func TestTierDecodeBombsCostLittle(t *testing.T) {
 			t.Fatal(err)
 		}
 		forged, decodeErrors := b.s.Stats().SharedForged, b.s.Stats().SharedDecodeErrors
+		writes := b.s.Stats().SharedWrites + b.s.Stats().SharedSuperseded
 		var m0, m1 runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
@@ -576,5 +577,9 @@ func TestTierDecodeBombsCostLittle(t *testing.T) {
 		if total > 5*int64(len(bomb.data))+4<<20 {
 			t.Errorf("%s: the read allocated %d bytes for a value of %d", bomb.name, total, len(bomb.data))
 		}
+		// B stores what it read from the database in the background: let it
+		// land before the next bomb replaces it.
+		waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("B's write to the tier: %+v", b.s.Stats()) },
+			func() bool { st := b.s.Stats(); return st.SharedWrites+st.SharedSuperseded > writes })
 	}
 }
