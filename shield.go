@@ -1,10 +1,12 @@
 package sqlflight
 
 import (
+	"context"
 	"errors"
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,7 +110,10 @@ type Options struct {
 	Strict bool
 
 	// Logger receives warnings (malformed annotations, panics in the origin
-	// path). Nil means slog.Default().
+	// path). Nil means slog.Default() as it is when each line is logged, so
+	// that slog.SetDefault in main (before or after the Shield is made)
+	// takes effect. Shield.SetLogger replaces it later, for the Shield of
+	// sql.Open("sqlflight", …) too.
 	Logger *slog.Logger
 
 	// The shared tier (see SharedTier and Shared; package redistier, or
@@ -195,7 +200,10 @@ func (o Options) apply(s *Shield) { s.opts = o }
 // connector), so two users or databases never see each other's rows.
 type Shield struct {
 	opts Options
-	log  *slog.Logger
+	// log is what the Shield logs through: its handler resolves, at each
+	// line, the logger of SetLogger or Options.Logger, else slog.Default().
+	log    *slog.Logger
+	logger atomic.Pointer[slog.Logger] // nil: slog.Default() at logging time
 
 	flights flightGroup
 	epochs  epochs
@@ -228,10 +236,8 @@ func New(opts ...Option) *Shield {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	s.log = s.opts.Logger
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s.logger.Store(s.opts.Logger)
+	s.log = slog.New(&shieldHandler{s: s})
 	if s.opts.MaxResultRows <= 0 {
 		s.opts.MaxResultRows = DefaultMaxResultRows
 	}
@@ -260,6 +266,67 @@ func New(opts ...Option) *Shield {
 		s.attachTier(s.tierImpl)
 	}
 	return s
+}
+
+// SetLogger makes l receive the Shield's warnings from now on, in place of
+// Options.Logger; nil means slog.Default() as it is when each line is
+// logged. It is safe to call at any time, from any goroutine. It is the way
+// to give a logger to the Shield behind sql.Open("sqlflight", …):
+//
+//	sqlflight.Default().SetLogger(logger)
+func (s *Shield) SetLogger(l *slog.Logger) { s.logger.Store(l) }
+
+// shieldHandler is the handler of a Shield's log: it passes every record to
+// the handler of the Shield's logger as it is at that moment (SetLogger or
+// Options.Logger, else slog.Default()), with the attributes and groups
+// added through it.
+type shieldHandler struct {
+	s   *Shield
+	ops []handlerOp // in order
+}
+
+// handlerOp is a WithGroup (group set) or a WithAttrs.
+type handlerOp struct {
+	group string
+	attrs []slog.Attr
+}
+
+func (h *shieldHandler) target() slog.Handler {
+	l := h.s.logger.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	t := l.Handler()
+	for _, op := range h.ops {
+		if op.group != "" {
+			t = t.WithGroup(op.group)
+		} else {
+			t = t.WithAttrs(op.attrs)
+		}
+	}
+	return t
+}
+
+func (h *shieldHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.target().Enabled(ctx, level)
+}
+
+func (h *shieldHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.target().Handle(ctx, r)
+}
+
+func (h *shieldHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{attrs: attrs})}
+}
+
+func (h *shieldHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{group: name})}
 }
 
 // Stats are cumulative counters and current gauges of a Shield.
