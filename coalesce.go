@@ -454,7 +454,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			if r == nil {
 				err = fmt.Errorf("%w: runtime.Goexit in the origin path", ErrOriginPanicked)
 			} else {
-				err = fmt.Errorf("%w: %v", ErrOriginPanicked, r)
+				err = wrapf("%w: %v", ErrOriginPanicked, r)
 			}
 			s.stats.panics.Add(1)
 			s.log.Error("sqlflight: origin query panicked", panicAttr(r))
@@ -539,7 +539,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause == ErrOriginTimeout {
-			err = fmt.Errorf("%w (%w): %w", ErrOriginTimeout, context.DeadlineExceeded, err)
+			err = wrapf("%w (%w): %w", ErrOriginTimeout, context.DeadlineExceeded, err)
 		}
 		broken = errors.Is(err, driver.ErrBadConn)
 	}

@@ -3,10 +3,12 @@ package sqlflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,38 @@ var (
 	// (Options.OriginTimeout or the timeout= annotation).
 	ErrOriginTimeout = errors.New("sqlflight: origin query timed out")
 )
+
+// errPrefix begins the text of every error of this package, once.
+const errPrefix = "sqlflight: "
+
+// wrapf is fmt.Errorf for the errors of this package: an error among args
+// is written without its own "sqlflight: " (unless it leads the message,
+// the format beginning with its verb), so that the message says
+// "sqlflight:" once; %w wraps as with fmt.Errorf.
+func wrapf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	texts := make([]any, len(args))
+	for i, a := range args {
+		if e, ok := a.(error); ok && e != nil && (i > 0 || !strings.HasPrefix(format, "%")) {
+			a = strings.TrimPrefix(e.Error(), errPrefix)
+		}
+		texts[i] = a
+	}
+	msg := fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), texts...)
+	if msg == err.Error() {
+		return err
+	}
+	return &rewordedError{msg: msg, err: err}
+}
+
+// rewordedError is err under another text.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
 
 // Defaults of Options.
 const (
@@ -56,7 +90,8 @@ type Options struct {
 
 	// MaxResultRows and MaxResultBytes bound a result that may be shared;
 	// larger results go to their own caller only, and the key bypasses
-	// sharing for a while. Zero means DefaultMaxResultRows and
+	// sharing for 30 s, unless the limits in force for a later read are
+	// larger than those its result exceeded. Zero means DefaultMaxResultRows and
 	// DefaultMaxResultBytes. Annotations (maxrows=, maxbytes=) and policies
 	// override them per statement.
 	MaxResultRows  int
@@ -357,11 +392,25 @@ type Stats struct {
 	BreakerTransitions uint64
 	BreakerState       string // "closed", "open" or "half-open"
 
-	// Bypasses by reason: "exec" (Exec, never shared), "transaction",
-	// "session", "write", "not shareable" (volatile or per-session values,
-	// or functions a text-only parent cannot vouch for), "unverified" (the
-	// server's verdict could not be had), "policy", "arguments", "too
-	// large", "busy connection", "bad annotation".
+	// Bypasses by reason, every one of them:
+	//   - "exec": an Exec (never shared, whatever it runs);
+	//   - "transaction": inside a transaction;
+	//   - "session": on a connection whose session changed (SET, temporary
+	//     tables, LISTEN, …) until DISCARD ALL, or under another scope;
+	//   - "write": a statement that may write;
+	//   - "not shareable": volatile or per-session values, several
+	//     statements in one text, or functions a text-only parent cannot
+	//     vouch for;
+	//   - "unverified": the server's verdict could not be had;
+	//   - "policy": off, nocoalesce without a cache, or a follower that
+	//     stopped waiting after wait=;
+	//   - "arguments": arguments that cannot be part of a key or be kept
+	//     for a detached origin;
+	//   - "too large": a result over maxrows=/maxbytes= (MaxResultRows,
+	//     MaxResultBytes), and its key for 30 s after, while the limits in
+	//     force are no larger;
+	//   - "busy connection": the connection still has a result open;
+	//   - "bad annotation": a malformed annotation (without Strict).
 	BypassReasons map[string]uint64
 
 	// OriginDuration is how long shared origin queries took (query and
