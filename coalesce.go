@@ -29,7 +29,8 @@ type flight struct {
 
 	res       *result
 	err       error
-	notShared bool // the result could not be shared: followers run their own query
+	notShared bool   // the result could not be shared: followers run their own query
+	lim       limits // the bounds of a shareable result, set by launch
 	// fromShared is the shared tier's entry the flight was answered with
 	// (nil when it queried): a value filled earlier, which a follower
 	// stricter than the leader may not take.
@@ -142,7 +143,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		s.stats.bypass(bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
-	if s.tooLarge.has(rd.key, time.Now()) {
+	if s.tooLarge.skips(rd.key, s.limitsOf(p.pol), time.Now()) {
 		s.stats.bypass(bypassTooLarge)
 		return c.pass(ctx, query, f, run, args)
 	}
@@ -376,6 +377,15 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	timer := time.AfterFunc(timeout, func() { cancel(ErrOriginTimeout) })
 	f.cancel = cancel
+	lim := s.limitsOf(pol)
+	f.lim = lim
+	s.stats.inFlight.Add(1)
+	go s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
+}
+
+// limitsOf returns the bounds of a shareable result under pol: its
+// maxrows= and maxbytes=, else the Shield's MaxResultRows and MaxResultBytes.
+func (s *Shield) limitsOf(pol Policy) limits {
 	lim := limits{rows: pol.MaxRows, bytes: pol.MaxBytes}
 	if lim.rows <= 0 {
 		lim.rows = s.opts.MaxResultRows
@@ -383,8 +393,7 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	if lim.bytes <= 0 {
 		lim.bytes = s.opts.MaxResultBytes
 	}
-	s.stats.inFlight.Add(1)
-	go s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
+	return lim
 }
 
 // A link lends an origin query a real connection.
@@ -445,7 +454,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			if r == nil {
 				err = fmt.Errorf("%w: runtime.Goexit in the origin path", ErrOriginPanicked)
 			} else {
-				err = fmt.Errorf("%w: %v", ErrOriginPanicked, r)
+				err = wrapf("%w: %v", ErrOriginPanicked, r)
 			}
 			s.stats.panics.Add(1)
 			s.log.Error("sqlflight: origin query panicked", panicAttr(r))
@@ -530,7 +539,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause == ErrOriginTimeout {
-			err = fmt.Errorf("%w (%w): %w", ErrOriginTimeout, context.DeadlineExceeded, err)
+			err = wrapf("%w (%w): %w", ErrOriginTimeout, context.DeadlineExceeded, err)
 		}
 		broken = errors.Is(err, driver.ErrBadConn)
 	}
@@ -575,7 +584,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	if handoff != nil {
 		f.notShared = true
 		s.stats.tooLarge.Add(1)
-		s.tooLarge.add(f.key, time.Now(), tooLargeMemory)
+		s.tooLarge.add(f.key, f.lim, time.Now(), tooLargeMemory)
 		h := mirrorRows(handoff, handoff.res.mask)
 		if f.leaderLeft {
 			orphan = h

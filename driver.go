@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -213,7 +214,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		var release func()
 		if shared {
 			if tier, release, err = openTier(target); err != nil {
-				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, redactURL(target), redactIn(err.Error(), target))
+				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, redactURL(target), redactIn(strings.TrimPrefix(err.Error(), errPrefix), target))
 			}
 		}
 		opts := []Option{o}

@@ -309,7 +309,7 @@ func badParam(k, v string, err error) error {
 	if secretParam(k) {
 		return fmt.Errorf("%w: %s%s: malformed (the value is not shown)", ErrBadDSN, dsnPrefix, k)
 	}
-	return fmt.Errorf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
+	return wrapf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
 }
 
 // secretParam reports whether a DSN parameter's value must never be shown:

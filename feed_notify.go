@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +27,7 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, apply func([]change), re
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("sqlflight: LISTEN %s: %w", NotifyChannel, err)
+		return wrapf("sqlflight: LISTEN %s: %w", NotifyChannel, err)
 	}
 	ready()
 	for {
@@ -37,7 +36,7 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, apply func([]change), re
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("sqlflight: waiting for change notifications: %w", err)
+			return wrapf("sqlflight: waiting for change notifications: %w", err)
 		}
 		if n == nil {
 			// pgx hands notifications to the connection's OnNotification

@@ -81,7 +81,7 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 	}
 	start, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err != nil {
-		return fmt.Errorf("sqlflight: the server's consistent point does not parse: %w", err)
+		return wrapf("sqlflight: the server's consistent point does not parse: %w", err)
 	}
 	err = pglogrepl.StartReplication(ctx, conn, slot, start, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", `publication_names '"` + pub + `"'`},
@@ -182,7 +182,7 @@ func (v *visibility) check(ctx context.Context) (more bool, err error) {
 	}
 	snap, err := v.snapshot(ctx)
 	if err != nil {
-		return false, fmt.Errorf("sqlflight: the feed's visibility check failed: %w", err)
+		return false, wrapf("sqlflight: the feed's visibility check failed: %w", err)
 	}
 	vis, err := parseSnapshot(snap)
 	if err != nil {
@@ -312,7 +312,7 @@ func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pgl
 			}
 			m, err := pglogrepl.Parse(xld.WALData)
 			if err != nil {
-				return fmt.Errorf("sqlflight: a replication message does not parse: %w", err)
+				return wrapf("sqlflight: a replication message does not parse: %w", err)
 			}
 			if cs, commit, done := d.decode(m); done {
 				f.applyAt(cs, commit.CommitTime)

@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -141,5 +142,103 @@ func TestErrAttr(t *testing.T) {
 	}
 	if got := errorClass(badInput()); got != "SQLSTATE 22P02 (data exception)" {
 		t.Errorf("errorClass = %q", got)
+	}
+}
+
+// setDefaultLogger makes a text logger on a fresh buffer the process's
+// slog.Default() for the test, as an application's main does, and puts the
+// previous one back after it.
+func setDefaultLogger(t *testing.T) *logBuffer {
+	t.Helper()
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	logs := &logBuffer{}
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return logs
+}
+
+func readAll(t *testing.T, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string) {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Shield without Options.Logger logs through slog.Default() as it is when
+// it logs: a default set by the application after the Shield was made gets
+// the bad-annotation warning, at WARN level (not at INFO with "WARN" in the
+// message, as the log package's bridge would print it).
+func TestLoggerResolvedAtLoggingTime(t *testing.T) {
+	db, _ := openFake(t, &fakeDriver{})
+	logs := setDefaultLogger(t)
+	readAll(t, db, "/* sqlflight: bogus */ SELECT n FROM logger_default_t")
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, `msg="sqlflight: malformed annotation`) {
+		t.Fatalf("the application's default logger did not get the warning at WARN level:\n%s", out)
+	}
+	if strings.Contains(out, "level=INFO") {
+		t.Errorf("a warning came out at INFO:\n%s", out)
+	}
+}
+
+// The Shield of sql.Open("sqlflight", …), made at package initialisation,
+// follows slog.SetDefault too, and SetLogger gives it a logger of its own
+// (nil goes back to slog.Default()).
+func TestDefaultShieldLogger(t *testing.T) {
+	logs := setDefaultLogger(t)
+	Default().log.Warn("sqlflight: test line one")
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "test line one") {
+		t.Fatalf("the default Shield did not log through slog.Default():\n%s", out)
+	}
+	own := &logBuffer{}
+	Default().SetLogger(slog.New(slog.NewJSONHandler(own, nil)))
+	t.Cleanup(func() { Default().SetLogger(nil) })
+	Default().log.With("scope", "s1").WithGroup("g").Warn("sqlflight: test line two", "k", "v")
+	if got := own.String(); !strings.Contains(got, `"level":"WARN"`) ||
+		!strings.Contains(got, `"scope":"s1","g":{"k":"v"}`) {
+		t.Fatalf("SetLogger's logger did not get the line with its attributes and group:\n%s", got)
+	}
+	if strings.Contains(logs.String(), "test line two") {
+		t.Errorf("slog.Default() got a line meant for SetLogger's logger")
+	}
+	Default().SetLogger(nil)
+	Default().log.Warn("sqlflight: test line three")
+	if !strings.Contains(logs.String(), "test line three") {
+		t.Errorf("SetLogger(nil) did not go back to slog.Default()")
+	}
+}
+
+// SetLogger replaces Options.Logger while the Shield runs, from any
+// goroutine (run with -race).
+func TestSetLoggerConcurrent(t *testing.T) {
+	first, second := &logBuffer{}, &logBuffer{}
+	db, s := openFake(t, &fakeDriver{}, Options{Logger: slog.New(slog.NewTextHandler(first, nil))})
+	readAll(t, db, "/* sqlflight: bogus1 */ SELECT n FROM logger_set_t")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 0 {
+				s.SetLogger(slog.New(slog.NewTextHandler(second, nil)))
+			}
+			s.log.Info("sqlflight: concurrent line")
+		}()
+	}
+	wg.Wait()
+	readAll(t, db, "/* sqlflight: bogus2 */ SELECT n FROM logger_set_t2")
+	if !strings.Contains(first.String(), "malformed annotation") {
+		t.Errorf("Options.Logger did not get the first warning:\n%s", first.String())
+	}
+	if !strings.Contains(second.String(), "malformed annotation") || strings.Count(first.String(), "malformed annotation") != 1 {
+		t.Errorf("SetLogger's logger did not get the second warning:\nfirst:\n%s\nsecond:\n%s", first.String(), second.String())
 	}
 }

@@ -218,11 +218,11 @@ func parseAnnotation(text string) (annotation, error) {
 			return a, fmt.Errorf("%w: unknown key %q", ErrBadAnnotation, k)
 		}
 		if err != nil {
-			return a, fmt.Errorf("%w: %s: %v", ErrBadAnnotation, f, err)
+			return a, wrapf("%w: %s: %v", ErrBadAnnotation, f, err)
 		}
 	}
 	if err := a.p.Validate(); err != nil {
-		return a, fmt.Errorf("%w: %v", ErrBadAnnotation, err)
+		return a, wrapf("%w: %v", ErrBadAnnotation, err)
 	}
 	return a, nil
 }

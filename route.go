@@ -15,7 +15,9 @@ import (
 // verdict → policy → plan for a read; and, once a statement has run, what it
 // may have written. The connection (conn.go) only asks.
 
-// Reasons a statement bypasses sharing (Stats.BypassReasons).
+// Reasons a statement bypasses sharing (Stats.BypassReasons). Each one is
+// documented on Stats.BypassReasons, in the README ("Options and stats") and
+// listed in prom.BypassReasons.
 const (
 	bypassExec          = "exec"
 	bypassTx            = "transaction"

@@ -1,10 +1,14 @@
 package sqlflight
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +31,38 @@ var (
 	// (Options.OriginTimeout or the timeout= annotation).
 	ErrOriginTimeout = errors.New("sqlflight: origin query timed out")
 )
+
+// errPrefix begins the text of every error of this package, once.
+const errPrefix = "sqlflight: "
+
+// wrapf is fmt.Errorf for the errors of this package: an error among args
+// is written without its own "sqlflight: " (unless it leads the message,
+// the format beginning with its verb), so that the message says
+// "sqlflight:" once; %w wraps as with fmt.Errorf.
+func wrapf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	texts := make([]any, len(args))
+	for i, a := range args {
+		if e, ok := a.(error); ok && e != nil && (i > 0 || !strings.HasPrefix(format, "%")) {
+			a = strings.TrimPrefix(e.Error(), errPrefix)
+		}
+		texts[i] = a
+	}
+	msg := fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), texts...)
+	if msg == err.Error() {
+		return err
+	}
+	return &rewordedError{msg: msg, err: err}
+}
+
+// rewordedError is err under another text.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
 
 // Defaults of Options.
 const (
@@ -54,7 +90,8 @@ type Options struct {
 
 	// MaxResultRows and MaxResultBytes bound a result that may be shared;
 	// larger results go to their own caller only, and the key bypasses
-	// sharing for a while. Zero means DefaultMaxResultRows and
+	// sharing for 30 s, unless the limits in force for a later read are
+	// larger than those its result exceeded. Zero means DefaultMaxResultRows and
 	// DefaultMaxResultBytes. Annotations (maxrows=, maxbytes=) and policies
 	// override them per statement.
 	MaxResultRows  int
@@ -108,7 +145,10 @@ type Options struct {
 	Strict bool
 
 	// Logger receives warnings (malformed annotations, panics in the origin
-	// path). Nil means slog.Default().
+	// path). Nil means slog.Default() as it is when each line is logged, so
+	// that slog.SetDefault in main (before or after the Shield is made)
+	// takes effect. Shield.SetLogger replaces it later, for the Shield of
+	// sql.Open("sqlflight", …) too.
 	Logger *slog.Logger
 
 	// The shared tier (see SharedTier and Shared; package redistier, or
@@ -195,7 +235,10 @@ func (o Options) apply(s *Shield) { s.opts = o }
 // connector), so two users or databases never see each other's rows.
 type Shield struct {
 	opts Options
-	log  *slog.Logger
+	// log is what the Shield logs through: its handler resolves, at each
+	// line, the logger of SetLogger or Options.Logger, else slog.Default().
+	log    *slog.Logger
+	logger atomic.Pointer[slog.Logger] // nil: slog.Default() at logging time
 
 	flights flightGroup
 	epochs  epochs
@@ -209,8 +252,8 @@ type Shield struct {
 	// closures learned before it are forgotten.
 	schemaGen atomic.Uint64
 
-	tooLarge expiringSet // keys whose results were too large to share
-	warned   expiringSet // fingerprints already warned about
+	tooLarge tooLargeMemo // keys whose results were too large to share, with the limits they exceeded
+	warned   expiringSet  // fingerprints already warned about
 
 	tierImpl    SharedTier // given by Shared
 	tier        *tierState // nil without a shared tier
@@ -228,10 +271,8 @@ func New(opts ...Option) *Shield {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	s.log = s.opts.Logger
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s.logger.Store(s.opts.Logger)
+	s.log = slog.New(&shieldHandler{s: s})
 	if s.opts.MaxResultRows <= 0 {
 		s.opts.MaxResultRows = DefaultMaxResultRows
 	}
@@ -262,6 +303,67 @@ func New(opts ...Option) *Shield {
 	return s
 }
 
+// SetLogger makes l receive the Shield's warnings from now on, in place of
+// Options.Logger; nil means slog.Default() as it is when each line is
+// logged. It is safe to call at any time, from any goroutine. It is the way
+// to give a logger to the Shield behind sql.Open("sqlflight", …):
+//
+//	sqlflight.Default().SetLogger(logger)
+func (s *Shield) SetLogger(l *slog.Logger) { s.logger.Store(l) }
+
+// shieldHandler is the handler of a Shield's log: it passes every record to
+// the handler of the Shield's logger as it is at that moment (SetLogger or
+// Options.Logger, else slog.Default()), with the attributes and groups
+// added through it.
+type shieldHandler struct {
+	s   *Shield
+	ops []handlerOp // in order
+}
+
+// handlerOp is a WithGroup (group set) or a WithAttrs.
+type handlerOp struct {
+	group string
+	attrs []slog.Attr
+}
+
+func (h *shieldHandler) target() slog.Handler {
+	l := h.s.logger.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	t := l.Handler()
+	for _, op := range h.ops {
+		if op.group != "" {
+			t = t.WithGroup(op.group)
+		} else {
+			t = t.WithAttrs(op.attrs)
+		}
+	}
+	return t
+}
+
+func (h *shieldHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.target().Enabled(ctx, level)
+}
+
+func (h *shieldHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.target().Handle(ctx, r)
+}
+
+func (h *shieldHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{attrs: attrs})}
+}
+
+func (h *shieldHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{group: name})}
+}
+
 // Stats are cumulative counters and current gauges of a Shield.
 type Stats struct {
 	Queries          uint64 // statements seen (queries and execs, prepared or not)
@@ -290,11 +392,25 @@ type Stats struct {
 	BreakerTransitions uint64
 	BreakerState       string // "closed", "open" or "half-open"
 
-	// Bypasses by reason: "exec" (Exec, never shared), "transaction",
-	// "session", "write", "not shareable" (volatile or per-session values,
-	// or functions a text-only parent cannot vouch for), "unverified" (the
-	// server's verdict could not be had), "policy", "arguments", "too
-	// large", "busy connection", "bad annotation".
+	// Bypasses by reason, every one of them:
+	//   - "exec": an Exec (never shared, whatever it runs);
+	//   - "transaction": inside a transaction;
+	//   - "session": on a connection whose session changed (SET, temporary
+	//     tables, LISTEN, …) until DISCARD ALL, or under another scope;
+	//   - "write": a statement that may write;
+	//   - "not shareable": volatile or per-session values, several
+	//     statements in one text, or functions a text-only parent cannot
+	//     vouch for;
+	//   - "unverified": the server's verdict could not be had;
+	//   - "policy": off, nocoalesce without a cache, or a follower that
+	//     stopped waiting after wait=;
+	//   - "arguments": arguments that cannot be part of a key or be kept
+	//     for a detached origin;
+	//   - "too large": a result over maxrows=/maxbytes= (MaxResultRows,
+	//     MaxResultBytes), and its key for 30 s after, while the limits in
+	//     force are no larger;
+	//   - "busy connection": the connection still has a result open;
+	//   - "bad annotation": a malformed annotation (without Strict).
 	BypassReasons map[string]uint64
 
 	// OriginDuration is how long shared origin queries took (query and
@@ -469,56 +585,98 @@ func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
 	}
 }
 
-// expiringSet remembers keys for a while, in bounded memory. It keeps a
-// 64-bit digest of each key (under a seed of its own), never the key: a
-// key may be a megabyte of SQL and arguments. Two keys with one digest are
-// taken for one another, which is safe for every use of the set: a read
-// goes unshared for a while (tooLarge), or a warning is not repeated
+// expiring remembers keys for a while, each with a value, in bounded
+// memory. It keeps a 64-bit digest of each key (under a seed of its own),
+// never the key: a key may be a megabyte of SQL and arguments. Two keys with
+// one digest are taken for one another, which is safe for every use of it:
+// a read goes unshared for a while (tooLarge), or a warning is not repeated
 // (warned); remembering is an optimisation, never a guarantee. When full,
 // it forgets expired digests, and everything if that frees too little.
-type expiringSet struct {
+type expiring[V any] struct {
 	n    atomic.Int64 // len(m), read without the lock
 	mu   sync.Mutex
 	max  int
 	seed maphash.Seed
-	m    map[uint64]int64 // digest → expiry (Unix nanoseconds)
+	m    map[uint64]remembered[V] // digest → expiry and value
 }
 
-func (e *expiringSet) init(max int) {
-	e.max, e.seed, e.m = max, maphash.MakeSeed(), make(map[uint64]int64)
+type remembered[V any] struct {
+	until int64 // Unix nanoseconds
+	v     V
 }
 
-// add remembers k until now+ttl and reports whether k was new (or expired).
-func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
+func (e *expiring[V]) init(max int) {
+	e.max, e.seed, e.m = max, maphash.MakeSeed(), make(map[uint64]remembered[V])
+}
+
+// put remembers k with v until now+ttl, unless k is remembered at now and
+// keep(its value) says to keep it; it reports whether it stored v.
+func (e *expiring[V]) put(k string, v V, now time.Time, ttl time.Duration, keep func(V) bool) bool {
 	d, t := maphash.String(e.seed, k), now.UnixNano()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if until, ok := e.m[d]; ok && t < until {
+	if r, ok := e.m[d]; ok && t < r.until && (keep == nil || keep(r.v)) {
 		return false
 	}
 	if len(e.m) >= e.max {
-		maps.DeleteFunc(e.m, func(_ uint64, until int64) bool { return t >= until })
+		maps.DeleteFunc(e.m, func(_ uint64, r remembered[V]) bool { return t >= r.until })
 		if len(e.m) >= e.max*3/4 {
 			clear(e.m)
 		}
 	}
-	e.m[d] = now.Add(ttl).UnixNano()
+	e.m[d] = remembered[V]{until: now.Add(ttl).UnixNano(), v: v}
 	e.n.Store(int64(len(e.m)))
 	return true
 }
 
-// has reports whether k is remembered at now; an empty set costs one
-// atomic load (it sits on the path of every shared read).
-func (e *expiringSet) has(k string, now time.Time) bool {
+// get returns the value of k if k is remembered at now; an empty memo
+// costs one atomic load (it sits on the path of every shared read).
+func (e *expiring[V]) get(k string, now time.Time) (V, bool) {
+	var zero V
 	if e.n.Load() == 0 {
-		return false
+		return zero, false
 	}
 	d := maphash.String(e.seed, k)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	until, ok := e.m[d]
-	return ok && now.UnixNano() < until
+	r, ok := e.m[d]
+	if !ok || now.UnixNano() >= r.until {
+		return zero, false
+	}
+	return r.v, true
 }
 
 // len returns how many digests e holds (expired ones included).
-func (e *expiringSet) len() int { return int(e.n.Load()) }
+func (e *expiring[V]) len() int { return int(e.n.Load()) }
+
+// expiringSet is an expiring memo of keys alone.
+type expiringSet struct{ expiring[struct{}] }
+
+// add remembers k until now+ttl and reports whether k was new (or expired).
+func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
+	return e.put(k, struct{}{}, now, ttl, nil)
+}
+
+// has reports whether k is remembered at now.
+func (e *expiringSet) has(k string, now time.Time) bool {
+	_, ok := e.get(k, now)
+	return ok
+}
+
+// tooLargeMemo remembers the keys whose results were too large to share,
+// each with the limits the result exceeded: a key skips sharing only while
+// the limits in force are no larger than those, so that an annotation or a
+// policy that raises maxrows= or maxbytes= shares the key at once.
+type tooLargeMemo struct{ expiring[limits] }
+
+// add remembers that key's result exceeded lim, until now+ttl.
+func (m *tooLargeMemo) add(key string, lim limits, now time.Time, ttl time.Duration) {
+	m.put(key, lim, now, ttl, nil)
+}
+
+// skips reports whether a read of key under the limits lim should skip
+// sharing at now: its result exceeded limits at least as large.
+func (m *tooLargeMemo) skips(key string, lim limits, now time.Time) bool {
+	was, ok := m.get(key, now)
+	return ok && lim.rows <= was.rows && lim.bytes <= was.bytes
+}

@@ -116,3 +116,56 @@ func TestAnnotationMemoKeepsNoLongTexts(t *testing.T) {
 		t.Error("a 64 KiB annotation text was memoized")
 	}
 }
+
+// The too-large memo follows the limits in force: a result of 20 rows
+// under maxrows=10 goes unshared, and the same key read at once under
+// maxrows=100 forms a flight again (and a tighter limit still skips).
+func TestTooLargeMemoFollowsLimits(t *testing.T) {
+	rows := make([][]driver.Value, 20)
+	for i := range rows {
+		rows[i] = []driver.Value{int64(i)}
+	}
+	d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+		return &fakeRows{cols: []string{"v"}, rows: rows}, nil
+	}}
+	db, s := openFake(t, d)
+	ctx := context.Background()
+	read := func(maxrows string) {
+		t.Helper()
+		r, err := db.QueryContext(ctx, "/* sqlflight: maxrows="+maxrows+" */ SELECT v FROM toolarge_limits_t WHERE k = $1", 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for r.Next() {
+			n++
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n != 20 {
+			t.Fatalf("maxrows=%s: %d rows, want 20", maxrows, n)
+		}
+	}
+	read("10")
+	st := s.Stats()
+	if st.TooLarge != 1 || st.Flights != 1 {
+		t.Fatalf("after maxrows=10: TooLarge %d, Flights %d; want 1, 1", st.TooLarge, st.Flights)
+	}
+	read("5") // tighter: still too large, skips sharing
+	st = s.Stats()
+	if got := st.BypassReasons[bypassTooLarge]; got != 1 || st.Flights != 1 {
+		t.Fatalf("after maxrows=5: too-large bypasses %d, Flights %d; want 1, 1", got, st.Flights)
+	}
+	read("100")
+	st = s.Stats()
+	if got := st.BypassReasons[bypassTooLarge]; got != 1 || st.Flights != 2 || st.TooLarge != 1 {
+		t.Fatalf("after maxrows=100: too-large bypasses %d, Flights %d, TooLarge %d; want 1, 2, 1 (the raised limit was not followed)",
+			got, st.Flights, st.TooLarge)
+	}
+	// Shared now: two more reads under maxrows=100 are flights, never bypasses.
+	read("100")
+	if got := s.Stats().BypassReasons[bypassTooLarge]; got != 1 {
+		t.Fatalf("too-large bypasses %d after a shared result, want 1", got)
+	}
+}

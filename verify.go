@@ -286,7 +286,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	defer v.publish()
 	defer func() {
 		if p := recover(); p != nil {
-			v.err = fmt.Errorf("sqlflight: statement probe panicked: %v", p)
+			v.err = wrapf("sqlflight: statement probe panicked: %v", p)
 			v.retryAt = time.Now().Add(retryFailedProbe)
 		}
 	}()
