@@ -36,16 +36,21 @@ const (
 	DefaultBreakerProbes   = 1
 )
 
-// guard protects the database behind a Shield: a semaphore bounds the
-// origin queries running at once (foreground and background apart), and a
-// circuit breaker stops sending work to a database found unavailable.
+// guard protects one database (one scope) behind a Shield: a semaphore
+// bounds the origin queries running at once (foreground and background
+// apart), and a circuit breaker stops sending work to a database found
+// unavailable. Each scope has its own, configured by the Shield's Options:
+// one database's outage, or its slowness, never refuses the others'
+// statements nor takes their slots.
 type guard struct {
 	fg, bg       *semaphore.Weighted
 	queueTimeout time.Duration
 	br           breaker
+	rejected     atomic.Uint64 // statements refused by br
 }
 
-func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
+// guardDefaults fills in the guard's zero Options.
+func guardDefaults(o *Options) {
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
@@ -64,6 +69,10 @@ func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 	if o.BreakerProbes <= 0 {
 		o.BreakerProbes = DefaultBreakerProbes
 	}
+}
+
+// init sets g up from o (defaults already filled in).
+func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 	g.fg = semaphore.NewWeighted(int64(o.MaxInflight))
 	g.bg = semaphore.NewWeighted(int64(o.MaxRefreshes))
 	g.queueTimeout = o.QueueTimeout
@@ -71,32 +80,38 @@ func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 		probes: int32(o.BreakerProbes), onChange: log}
 }
 
-// enter admits one foreground origin query: the breaker must allow it and a
-// slot must free up before ctx ends or the queue timeout passes. The ticket
-// goes back with leave.
-func (s *Shield) enter(ctx context.Context) (ticket, error) {
-	probe, ok := s.guard.br.allow()
+// enter admits one foreground origin query of sc: its breaker must allow it
+// and one of its slots must free up before ctx ends or the queue timeout
+// passes. The ticket goes back with exit.
+func (s *Shield) enter(ctx context.Context, sc *scope) (ticket, error) {
+	probe, ok := sc.guard.br.allow()
 	if !ok {
-		s.stats.breakerRejected.Add(1)
+		s.refused(sc)
 		return ticket{}, ErrCircuitOpen
 	}
-	t, err := s.slot(ctx)
+	t, err := s.slot(ctx, sc)
 	if err != nil {
-		s.guard.br.record(probe, errNotRun) // the database was not asked
+		sc.guard.br.record(probe, errNotRun) // the database was not asked
 		return ticket{}, err
 	}
 	t.probe = probe
 	return t, nil
 }
 
-// slot takes a foreground slot, waiting until ctx ends or the queue timeout
-// passes.
-func (s *Shield) slot(ctx context.Context) (ticket, error) {
-	t := ticket{slot: s.guard.fg}
+// refused counts a statement of sc refused by its open breaker.
+func (s *Shield) refused(sc *scope) {
+	s.stats.breakerRejected.Add(1)
+	sc.guard.rejected.Add(1)
+}
+
+// slot takes a foreground slot of sc, waiting until ctx ends or the queue
+// timeout passes.
+func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
+	t := ticket{g: &sc.guard, slot: sc.guard.fg}
 	if t.slot.TryAcquire(1) {
 		return t, nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, s.guard.queueTimeout)
+	qctx, cancel := context.WithTimeout(ctx, sc.guard.queueTimeout)
 	err := t.slot.Acquire(qctx, 1)
 	cancel()
 	if err == nil {
@@ -107,7 +122,7 @@ func (s *Shield) slot(ctx context.Context) (ticket, error) {
 		return ticket{}, ctx.Err()
 	}
 	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
-		"max_inflight", s.opts.MaxInflight, "queue_timeout", s.guard.queueTimeout)
+		"max_inflight", s.opts.MaxInflight, "queue_timeout", sc.guard.queueTimeout, "scope", sc.label)
 	return ticket{}, ErrOverloaded
 }
 
@@ -115,25 +130,28 @@ func (s *Shield) slot(ctx context.Context) (ticket, error) {
 // database: it says nothing about its health (a probe is given back).
 var errNotRun = errors.New("sqlflight: not run")
 
-// enterBackground admits a background refresh only if a refresh slot is
-// free at once and the breaker is closed: refreshes never queue.
-func (s *Shield) enterBackground() (ticket, bool) {
-	if s.guard.br.state() != breakerClosed || !s.guard.bg.TryAcquire(1) {
+// enterBackground admits a background refresh of sc only if one of its
+// refresh slots is free at once and its breaker is closed: refreshes never
+// queue.
+func (s *Shield) enterBackground(sc *scope) (ticket, bool) {
+	g := &sc.guard
+	if g.br.state() != breakerClosed || !g.bg.TryAcquire(1) {
 		return ticket{}, false
 	}
-	return ticket{slot: s.guard.bg}, true
+	return ticket{g: g, slot: g.bg}, true
 }
 
-// ticket is an admitted origin query: its slot and whether it probes a
-// half-open breaker.
+// ticket is an admitted origin query: its scope's guard, its slot and
+// whether it probes a half-open breaker.
 type ticket struct {
+	g     *guard
 	slot  *semaphore.Weighted
 	probe bool
 }
 
 // exit gives the ticket back and tells the breaker how it went.
 func (s *Shield) exit(t ticket, err error) {
-	s.guard.br.record(t.probe, err)
+	t.g.br.record(t.probe, err)
 	if t.slot != nil {
 		t.slot.Release(1)
 	}
@@ -146,9 +164,9 @@ func (c *conn) admit(write bool) (probe bool, err error) {
 	if c.inTx() || (write && c.s.opts.WritesWhenOpen) {
 		return false, nil
 	}
-	probe, ok := c.s.guard.br.allow()
+	probe, ok := c.sc.guard.br.allow()
 	if !ok {
-		c.s.stats.breakerRejected.Add(1)
+		c.s.refused(c.sc)
 		return false, ErrCircuitOpen
 	}
 	return probe, nil

@@ -265,10 +265,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	}
 	rc, err := c.use(ctx)
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
-	defer func() { c.s.guard.br.record(probe, err) }()
+	defer func() { c.sc.guard.br.record(probe, err) }()
 	var ptx driver.Tx
 	if bt, ok := rc.(driver.ConnBeginTx); ok {
 		ptx, err = bt.BeginTx(ctx, opts)
@@ -393,11 +393,11 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	}
 	rc, err := c.use(ctx)
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	res, err := execOn(ctx, rc, query, args)
-	c.s.guard.br.record(probe, err)
+	c.sc.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
@@ -437,7 +437,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	}
 	rc, err := c.use(ctx)
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	var rows driver.Rows
@@ -446,7 +446,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	} else {
 		rows, err = run(ctx, rc, args)
 	}
-	c.s.guard.br.record(probe, err)
+	c.sc.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
 	}

@@ -100,6 +100,7 @@ func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connect
 	sc := s.newScope()
 	if name != "" {
 		sc.fleetBase = "connector\x00" + name
+		sc.label = name
 	}
 	return s.newConnector(c, s.connectorDriver(c), sc)
 }
@@ -234,6 +235,9 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	}
 	e.sc = e.s.newScope()
 	e.sc.fleetBase = res.name
+	if c := res.cfg; c != nil {
+		e.sc.label = fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port)
+	}
 	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
 	if res.cfg != nil {
 		open = pgxOpener(stripped, res)
@@ -265,6 +269,7 @@ func (d *wrappedDriver) sweep() {
 // Shield, which has no other scope.
 func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
 	delete(d.scopes, k)
+	e.s.forgetScope(e.sc)
 	if e.s != d.s {
 		_ = e.s.Close()
 	}

@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,12 @@ import (
 // Connect returns a virtual connection at once.
 type scope struct {
 	id uint64
+	// label names the scope in Stats, logs and metrics without a secret:
+	// "database@host:port" for a pgx DSN, a SharedConnector's name, or
+	// "scope N".
+	label string
+	// guard is the scope's own semaphore and circuit breaker (breaker.go).
+	guard guard
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or
@@ -82,9 +89,17 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 
 func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc.label = fmt.Sprintf("scope %d", sc.id)
 	sc.spare.live = &sc.live
+	sc.guard.init(&s.opts, func(from, to breakerState) {
+		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.label, "from", from.String(), "to", to.String())
+	}, s.opts.Clock)
+	s.scopes.Store(sc.id, sc)
 	return sc
 }
+
+// forgetScope drops sc from the Shield's Stats: nothing uses it any more.
+func (s *Shield) forgetScope(sc *scope) { s.scopes.Delete(sc.id) }
 
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
@@ -111,7 +126,19 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.spare.setOpen(open)
 		sc.mu.Unlock()
 
-		rc, err := open(ctx)
+		// The first real connection goes through the scope's breaker like
+		// every later one: a database down from the start opens it, and
+		// an open breaker answers at once.
+		probe, ok := sc.guard.br.allow()
+		var rc driver.Conn
+		var err error
+		if ok {
+			rc, err = open(ctx)
+			sc.guard.br.record(probe, err)
+		} else {
+			s.refused(sc)
+			err = ErrCircuitOpen
+		}
 		if err == nil {
 			// The feed is established before anything is cached (feed.go).
 			if err = s.startFeed(ctx, sc, rc); err != nil {

@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"maps"
@@ -201,10 +202,10 @@ type Shield struct {
 	epochs  epochs
 	rowCols rowColumns // column classes of tables, for row-level invalidation
 	store   store
-	guard   guard
 	stats   counters
 
 	scopeSeq atomic.Uint64
+	scopes   sync.Map // id → *scope: each has its own guard (breaker.go)
 	// schemaGen moves on every DDL through the Shield: verdicts and write
 	// closures learned before it are forgotten.
 	schemaGen atomic.Uint64
@@ -250,9 +251,7 @@ func New(opts ...Option) *Shield {
 	if s.opts.OriginTimeout <= 0 {
 		s.opts.OriginTimeout = DefaultOriginTimeout
 	}
-	s.guard.init(&s.opts, func(from, to breakerState) {
-		s.log.Warn("sqlflight: circuit breaker changed state", "from", from.String(), "to", to.String())
-	}, s.opts.Clock)
+	guardDefaults(&s.opts)
 	s.flights.m = make(map[string]*flight)
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
@@ -285,10 +284,19 @@ type Stats struct {
 	RefreshFailures uint64
 	StaleIfError    uint64 // cached results served because the query to refresh them failed (or was refused)
 
-	Shed               uint64 // reads refused for want of an origin slot (ErrOverloaded or a stale result)
-	BreakerRejected    uint64 // statements refused by the open circuit breaker
+	Shed uint64 // reads refused for want of an origin slot (ErrOverloaded or a stale result)
+	// Each scope (each DSN or connector: each database and user) has a
+	// circuit breaker of its own. BreakerRejected and BreakerTransitions
+	// are summed over them; BreakerState is the worst of theirs ("open",
+	// then "half-open", then "closed"); BreakerOpen counts the scopes
+	// whose breaker is not closed, and Breakers tells each scope's, keyed
+	// by its label: "database@host:port" for a pgx DSN, a
+	// SharedConnector's name, or "scope N" (never a password).
+	BreakerRejected    uint64 // statements refused by an open circuit breaker
 	BreakerTransitions uint64
 	BreakerState       string // "closed", "open" or "half-open"
+	BreakerOpen        int    // gauge: scopes whose breaker is open or half-open
+	Breakers           map[string]BreakerStats
 
 	// Bypasses by reason: "exec" (Exec, never shared), "transaction",
 	// "session", "write", "not shareable" (volatile or per-session values,
@@ -372,13 +380,12 @@ type Stats struct {
 // Stats returns a snapshot of s's counters.
 func (s *Shield) Stats() Stats {
 	st := s.stats.snapshot()
-	st.BreakerState = s.guard.br.state().String()
+	s.breakerSnapshot(&st)
 	if events := st.Flights + st.Refreshes; events > 0 {
 		st.OriginPerMissEvent = float64(st.OriginExecutions) / float64(events)
 	}
 	st.CacheEntries = s.store.entries.Load()
 	st.CacheBytes = s.store.bytes.Load()
-	st.BreakerTransitions = s.guard.br.transitions.Load()
 	if ts := s.tier; ts != nil {
 		c := &ts.stats
 		st.SharedState = ts.state()
@@ -394,6 +401,45 @@ func (s *Shield) Stats() Stats {
 	}
 	s.feedSnapshot(&st)
 	return st
+}
+
+// BreakerStats are one scope's circuit breaker in Stats.
+type BreakerStats struct {
+	State       string // "closed", "open" or "half-open"
+	Rejected    uint64 // statements of the scope refused while it was open
+	Transitions uint64
+}
+
+// breakerSnapshot fills in the breakers of s's scopes.
+func (s *Shield) breakerSnapshot(st *Stats) {
+	var scopes []*scope
+	seen := map[string]int{}
+	s.scopes.Range(func(_, v any) bool {
+		sc := v.(*scope)
+		scopes = append(scopes, sc)
+		seen[sc.label]++
+		return true
+	})
+	st.Breakers = make(map[string]BreakerStats, len(scopes))
+	worst := breakerClosed
+	for _, sc := range scopes {
+		g := &sc.guard
+		state := g.br.state()
+		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.transitions.Load()}
+		st.BreakerTransitions += b.Transitions
+		if state != breakerClosed {
+			st.BreakerOpen++
+		}
+		if state == breakerOpen || (state == breakerHalfOpen && worst == breakerClosed) {
+			worst = state
+		}
+		name := sc.label
+		if seen[name] > 1 { // two users of one database, say
+			name = fmt.Sprintf("%s #%d", name, sc.id)
+		}
+		st.Breakers[name] = b
+	}
+	st.BreakerState = worst.String()
 }
 
 type counters struct {

@@ -160,7 +160,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	rc, err := s.c.use(ctx)
 	if err != nil {
-		s.c.s.guard.br.record(probe, err)
+		s.c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	var res driver.Result
@@ -172,7 +172,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			res, err = legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
 		}
 	}
-	s.c.s.guard.br.record(probe, err)
+	s.c.sc.guard.br.record(probe, err)
 	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
 	return res, err
 }
