@@ -122,7 +122,7 @@ func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
 		return ticket{}, ctx.Err()
 	}
 	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
-		"max_inflight", s.opts.MaxInflight, "queue_timeout", sc.guard.queueTimeout, "scope", sc.label)
+		"max_inflight", s.opts.MaxInflight, "queue_timeout", sc.guard.queueTimeout, "scope", sc.name())
 	return ticket{}, ErrOverloaded
 }
 

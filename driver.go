@@ -100,7 +100,7 @@ func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connect
 	sc := s.newScope()
 	if name != "" {
 		sc.fleetBase = "connector\x00" + name
-		sc.label = name
+		sc.setLabel(name, true)
 	}
 	return s.newConnector(c, s.connectorDriver(c), sc)
 }
@@ -236,7 +236,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	e.sc = e.s.newScope()
 	e.sc.fleetBase = res.name
 	if c := res.cfg; c != nil {
-		e.sc.label = fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port)
+		e.sc.setLabel(fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port), true)
 	}
 	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
 	if res.cfg != nil {

@@ -417,7 +417,7 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 	s.scopes.Range(func(_, v any) bool {
 		sc := v.(*scope)
 		scopes = append(scopes, sc)
-		seen[sc.label]++
+		seen[sc.name()]++
 		return true
 	})
 	st.Breakers = make(map[string]BreakerStats, len(scopes))
@@ -433,7 +433,7 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 		if state == breakerOpen || (state == breakerHalfOpen && worst == breakerClosed) {
 			worst = state
 		}
-		name := sc.label
+		name := sc.name()
 		if seen[name] > 1 { // two users of one database, say
 			name = fmt.Sprintf("%s #%d", name, sc.id)
 		}
