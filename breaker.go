@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -130,6 +131,47 @@ func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
 // database: it says nothing about its health (a probe is given back).
 var errNotRun = errors.New("sqlflight: not run")
 
+// errDeadSession is the error of a probe whose connection died with the
+// outage while its session held changes that a new connection would not
+// have: database/sql retries on another connection (driver.ErrBadConn),
+// and the breaker takes the probe back, as it says nothing of the
+// database now.
+var errDeadSession = fmt.Errorf("sqlflight: the session's connection was lost in the outage: %w", driver.ErrBadConn)
+
+// forProbe makes sure that a probe of a half-open breaker runs on a live
+// connection. A real connection kept from before the outage may have died
+// with it (a restart ends every session with 57P01), and a probe that failed
+// on it would keep the breaker open for another BreakerTimeout although the
+// database is back. So rc is pinged first; a dead one is closed and another
+// opened in its place (reopen), unless the session holds changes
+// (errDeadSession). onCaller: c's own goroutine calls, not an origin.
+func (c *conn) forProbe(ctx context.Context, rc driver.Conn, onCaller bool, reopen func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
+	p, ok := rc.(driver.Pinger)
+	if !ok {
+		return rc, nil
+	}
+	err := p.Ping(ctx)
+	if err == nil {
+		return rc, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	c.s.stats.probeRedials.Add(1)
+	lost := c.held.Load() || (onCaller && !c.swappable())
+	c.mu.Lock()
+	if c.real == rc {
+		_ = c.closeReal(rc)
+		c.real = nil
+		c.lost = c.lost || lost
+	}
+	c.mu.Unlock()
+	if lost {
+		return nil, errDeadSession
+	}
+	return reopen(ctx)
+}
+
 // enterBackground admits a background refresh of sc only if one of its
 // refresh slots is free at once and its breaker is closed: refreshes never
 // queue.
@@ -250,7 +292,7 @@ func (b *breaker) allow() (probe, ok bool) {
 // record tells the breaker how an allowed request went (errNotRun: it did
 // not go at all).
 func (b *breaker) record(probe bool, err error) {
-	if err == errNotRun {
+	if err == errNotRun || err == errDeadSession {
 		if probe {
 			b.mu.Lock()
 			b.inProbe--

@@ -178,3 +178,103 @@ func TestBreakerLabelsNeverHoldAPassword(t *testing.T) {
 		t.Fatalf("breakers %v, want one named %q", st.Breakers, want)
 	}
 }
+
+// restartable is a parent whose server can be restarted: every connection
+// open at that moment is dead (its statements fail with 57P01 and its
+// pings with driver.ErrBadConn), new ones work.
+type restartable struct {
+	*fakeDriver
+	gen atomic.Int64
+}
+
+type restartableConn struct {
+	*fakeConn
+	r   *restartable
+	gen int64
+}
+
+func (r *restartable) Open(name string) (driver.Conn, error) {
+	c, _ := r.fakeDriver.Open(name)
+	return &restartableConn{fakeConn: c.(*fakeConn), r: r, gen: r.gen.Load()}, nil
+}
+
+func (r *restartable) restart() { r.gen.Add(1) }
+
+func (c *restartableConn) dead() bool { return c.gen != c.r.gen.Load() }
+
+func (c *restartableConn) Ping(context.Context) error {
+	if c.dead() {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+func (c *restartableConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.dead() {
+		return nil, &pgconn.PgError{Severity: "FATAL", Code: "57P01"}
+	}
+	return c.fakeConn.QueryContext(ctx, q, args)
+}
+
+func (c *restartableConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	if c.dead() {
+		return nil, &pgconn.PgError{Severity: "FATAL", Code: "57P01"}
+	}
+	return c.fakeConn.ExecContext(ctx, q, args)
+}
+
+// TestProbeRunsOnALiveConnection: after a restart killed every connection,
+// the half-open probe that lands on a kept (dead) one is run on a new
+// connection instead, and closes the breaker one timeout after the outage.
+func TestProbeRunsOnALiveConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(ctx context.Context, c *sql.Conn, i int) error
+	}{
+		{"shared read", func(ctx context.Context, c *sql.Conn, i int) error {
+			return c.QueryRowContext(ctx, fmt.Sprintf("SELECT n FROM items WHERE id = %d", i)).Scan(new(int64))
+		}},
+		{"write", func(ctx context.Context, c *sql.Conn, i int) error {
+			_, err := c.ExecContext(ctx, fmt.Sprintf("UPDATE items SET n = %d", i))
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			r := &restartable{fakeDriver: &fakeDriver{}}
+			s := New(Options{Clock: clk, BreakerFailures: 1, BreakerTimeout: 5 * time.Second})
+			db := sql.OpenDB(dsnConnector{drv: s.Wrap(r), dsn: "fake"})
+			t.Cleanup(func() { _ = db.Close() })
+			ctx := context.Background()
+			c1, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c1.Close()
+			c2, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			for i, c := range []*sql.Conn{c1, c2} {
+				if err := tc.run(ctx, c, i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.restart()
+			if err := tc.run(ctx, c1, 10); err == nil || s.Stats().BreakerState != "open" {
+				t.Fatalf("the restart did not open the breaker: %v, %s", err, s.Stats().BreakerState)
+			}
+			opened := s.Stats().RealConnsOpened
+			clk.Add(5 * time.Second) // the database is back
+			if err := tc.run(ctx, c2, 11); err != nil {
+				t.Fatalf("the probe on a connection kept from before the restart: %v", err)
+			}
+			st := s.Stats()
+			if st.BreakerState != "closed" || st.BreakerProbeRedials != 1 || st.RealConnsOpened != opened+1 {
+				t.Fatalf("breaker %s, %d probes redialled, %d connections opened; want closed, 1, 1",
+					st.BreakerState, st.BreakerProbeRedials, st.RealConnsOpened-opened)
+			}
+		})
+	}
+}

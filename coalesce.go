@@ -519,6 +519,9 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 	}
 	rc, err := l.conn(ctx)
+	if lc := l.leader(); err == nil && t.probe && lc != nil {
+		rc, err = lc.forProbe(ctx, rc, false, l.conn)
+	}
 	if err == nil {
 		s.stats.originExecs.Add(1)
 		ran = true

@@ -264,6 +264,9 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
 		c.sc.guard.br.record(probe, err)
 		return nil, err
@@ -392,6 +395,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
 		c.sc.guard.br.record(probe, err)
 		return nil, err
@@ -436,6 +442,9 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
 		c.sc.guard.br.record(probe, err)
 		return nil, err

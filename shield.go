@@ -297,6 +297,9 @@ type Stats struct {
 	BreakerState       string // "closed", "open" or "half-open"
 	BreakerOpen        int    // gauge: scopes whose breaker is open or half-open
 	Breakers           map[string]BreakerStats
+	// BreakerProbeRedials are half-open probes whose kept connection had
+	// died with the outage: it was closed, and the probe ran on a new one.
+	BreakerProbeRedials uint64
 
 	// Bypasses by reason: "exec" (Exec, never shared), "transaction",
 	// "session", "write", "not shareable" (volatile or per-session values,
@@ -447,7 +450,7 @@ type counters struct {
 	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
 	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
 	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
-	realOpened, probes, probeFailures                                atomic.Uint64
+	realOpened, probes, probeFailures, probeRedials                  atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
@@ -467,38 +470,39 @@ func (c *counters) bypass(reason string) {
 
 func (c *counters) snapshot() Stats {
 	st := Stats{
-		Queries:          c.queries.Load(),
-		Bypassed:         c.bypassed.Load(),
-		Flights:          c.flights.Load(),
-		Followers:        c.followers.Load(),
-		OriginExecutions: c.originExecs.Load(),
-		OriginErrors:     c.originErrors.Load(),
-		TooLarge:         c.tooLarge.Load(),
-		WaitExpired:      c.waitExpired.Load(),
-		BadAnnotations:   c.badAnnotations.Load(),
-		Panics:           c.panics.Load(),
-		Invalidations:    c.invalidations.Load(),
-		FreshHits:        c.freshHits.Load(),
-		StaleHits:        c.staleHits.Load(),
-		NegativeHits:     c.negHits.Load(),
-		Misses:           c.misses.Load(),
-		Fills:            c.fills.Load(),
-		Refreshes:        c.refreshes.Load(),
-		RefreshFailures:  c.refreshFailures.Load(),
-		StaleIfError:     c.staleIfError.Load(),
-		Shed:             c.shed.Load(),
-		BreakerRejected:  c.breakerRejected.Load(),
-		BypassReasons:    map[string]uint64{},
-		OriginDuration:   c.originDuration.snapshot(),
-		FollowerWait:     c.followerWait.snapshot(),
-		Names:            c.names.snapshot(),
-		Waiting:          c.waiting.Load(),
-		InFlight:         c.inFlight.Load(),
-		RealConns:        c.realConns.Load(),
-		RealConnsOpened:  c.realOpened.Load(),
-		Probes:           c.probes.Load(),
-		ProbeFailures:    c.probeFailures.Load(),
-		ProbeDuration:    c.probeDuration.snapshot(),
+		Queries:             c.queries.Load(),
+		Bypassed:            c.bypassed.Load(),
+		Flights:             c.flights.Load(),
+		Followers:           c.followers.Load(),
+		OriginExecutions:    c.originExecs.Load(),
+		OriginErrors:        c.originErrors.Load(),
+		TooLarge:            c.tooLarge.Load(),
+		WaitExpired:         c.waitExpired.Load(),
+		BadAnnotations:      c.badAnnotations.Load(),
+		Panics:              c.panics.Load(),
+		Invalidations:       c.invalidations.Load(),
+		FreshHits:           c.freshHits.Load(),
+		StaleHits:           c.staleHits.Load(),
+		NegativeHits:        c.negHits.Load(),
+		Misses:              c.misses.Load(),
+		Fills:               c.fills.Load(),
+		Refreshes:           c.refreshes.Load(),
+		RefreshFailures:     c.refreshFailures.Load(),
+		StaleIfError:        c.staleIfError.Load(),
+		Shed:                c.shed.Load(),
+		BreakerRejected:     c.breakerRejected.Load(),
+		BreakerProbeRedials: c.probeRedials.Load(),
+		BypassReasons:       map[string]uint64{},
+		OriginDuration:      c.originDuration.snapshot(),
+		FollowerWait:        c.followerWait.snapshot(),
+		Names:               c.names.snapshot(),
+		Waiting:             c.waiting.Load(),
+		InFlight:            c.inFlight.Load(),
+		RealConns:           c.realConns.Load(),
+		RealConnsOpened:     c.realOpened.Load(),
+		Probes:              c.probes.Load(),
+		ProbeFailures:       c.probeFailures.Load(),
+		ProbeDuration:       c.probeDuration.snapshot(),
 	}
 	c.reasons.Range(func(k, v any) bool {
 		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()

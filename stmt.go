@@ -159,6 +159,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, err
 	}
 	rc, err := s.c.use(ctx)
+	if err == nil && probe {
+		rc, err = s.c.forProbe(ctx, rc, true, s.c.use)
+	}
 	if err != nil {
 		s.c.sc.guard.br.record(probe, err)
 		return nil, err
