@@ -17,8 +17,8 @@ import (
 )
 
 // guardDatabase makes a database of its own for one test (dropped after,
-// its connections ended) and returns its name and DSN.
-func guardDatabase(t *testing.T) (string, string) {
+// its connections ended) and returns its name and dsn made to reach it.
+func guardDatabase(t *testing.T, dsn string) (string, string) {
 	t.Helper()
 	base := postgresDSN(t)
 	admin := openRaw(t, base)
@@ -31,7 +31,7 @@ func guardDatabase(t *testing.T) (string, string) {
 			t.Logf("cleanup: drop database %s: %v", name, err)
 		}
 	})
-	return name, withDSNParams(t, base, "dbname", name)
+	return name, withDSNParams(t, dsn, "dbname", name)
 }
 
 // breakerLabel is the label Stats.Breakers gives the scope of dsn.
@@ -92,7 +92,7 @@ func TestBreakerOpensWhenDownAtStartup(t *testing.T) {
 // sql.Open("sqlflight", …), on the package's default Shield; cutting one
 // opens its breaker only, and every statement to the other runs.
 func TestOneDatabaseOutageLeavesTheOtherAlone(t *testing.T) {
-	_, healthyDSN := guardDatabase(t)
+	_, healthyDSN := guardDatabase(t, postgresDSN(t))
 	proxy, cutDSN := newFaultProxy(t, postgresDSN(t))
 	ctx := testContext(t, testTimeout)
 	open := func(dsn string) *sql.DB {
@@ -146,4 +146,76 @@ func TestOneDatabaseOutageLeavesTheOtherAlone(t *testing.T) {
 	if st.BreakerState != "open" || st.BreakerOpen < 1 {
 		t.Errorf("Stats: breaker %s, %d scopes open", st.BreakerState, st.BreakerOpen)
 	}
+}
+
+// TestProbeAfterEveryConnectionKilled: every session of a database is
+// ended with 57P01, as a restart ends them (pg_terminate_backend; the
+// shared cluster itself is not restarted, which would disturb every other
+// test running against it). The first failure opens the breaker; once its
+// timeout passes, the probe lands on a connection kept from before, which
+// is dead: it must run on a new connection and close the breaker, not fail
+// on the dead one and keep it open for another timeout.
+func TestProbeAfterEveryConnectionKilled(t *testing.T) {
+	forEachExecMode(t, postgresDSN(t), func(t *testing.T, modeDSN string) {
+		name, dsn := guardDatabase(t, modeDSN)
+		admin := openRaw(t, postgresDSN(t))
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), sqlflight.Options{Clock: clk, BreakerFailures: 1, BreakerTimeout: 5 * time.Second})
+		sh := sqlflight.ShieldOf(db)
+		t.Cleanup(func() { _, _ = db.Close(), sh.Close() })
+		ctx := testContext(t, testTimeout)
+
+		read := func(c *sql.Conn, i int) error {
+			return c.QueryRowContext(ctx, "SELECT $1::int + 1", i).Scan(new(int))
+		}
+		c1, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c1.Close()
+		c2, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		for i, c := range []*sql.Conn{c1, c2} {
+			if err := read(c, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sessions := func() int {
+			var n int
+			if err := admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := sessions(); n != 2 {
+			t.Fatalf("%d sessions on the database, want 2", n)
+		}
+
+		mustExec(t, admin, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'`, name))
+		waitUntil(t, 30*time.Second, func() string { return "the sessions to end" }, func() bool { return sessions() == 0 })
+		if err := read(c1, 10); err == nil || sh.Stats().BreakerState != "open" {
+			t.Fatalf("every session killed, yet: %v, breaker %s", err, sh.Stats().BreakerState)
+		}
+		before := sh.Stats()
+
+		clk.add(5 * time.Second)
+		if err := read(c2, 11); err != nil {
+			t.Fatalf("the probe: %v", err)
+		}
+		st := sh.Stats()
+		if st.BreakerState != "closed" || st.BreakerProbeRedials != 1 || st.RealConnsOpened != before.RealConnsOpened+1 {
+			t.Fatalf("breaker %s, %d probes redialled, %d connections opened; want closed, 1, 1",
+				st.BreakerState, st.BreakerProbeRedials, st.RealConnsOpened-before.RealConnsOpened)
+		}
+		if n := sessions(); n != 1 {
+			t.Fatalf("%d sessions on the database after the probe, want 1 (the probe's new one)", n)
+		}
+	})
 }
