@@ -163,11 +163,8 @@ func TestBreakerLabelsNeverHoldAPassword(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close() // nothing listens there any more
 	s := New()
-	s.Register("sqlflight-label-test", stdlib.GetDefaultDriver())
-	db, err := sql.Open("sqlflight-label-test", fmt.Sprintf("postgres://app:hunter2secret@127.0.0.1:%d/orders?sslmode=disable&connect_timeout=5", port))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn := fmt.Sprintf("postgres://app:hunter2secret@127.0.0.1:%d/orders?sslmode=disable&connect_timeout=5", port)
+	db := sql.OpenDB(dsnConnector{drv: s.Wrap(stdlib.GetDefaultDriver()), dsn: dsn})
 	defer db.Close()
 	if err := db.Ping(); err == nil {
 		t.Fatal("a closed port answered")
