@@ -18,13 +18,14 @@ import (
 
 var (
 	// ErrOverloaded is wrapped by the error of a read that waited longer than
-	// Options.QueueTimeout (or its context) for one of the Shield's
+	// Options.QueueTimeout (or its context) for one of its scope's
 	// Options.MaxInflight origin slots, when no cached result could stand in.
 	ErrOverloaded = errors.New("sqlflight: overloaded: no origin slot free")
 
 	// ErrCircuitOpen is wrapped by the error of a statement refused because
-	// the Shield's circuit breaker is open: the database was found
-	// unavailable and is left alone until the breaker's timeout passes.
+	// the circuit breaker of its scope (its database) is open: the database
+	// was found unavailable and is left alone until the breaker's timeout
+	// passes. Other databases behind the same Shield are not affected.
 	ErrCircuitOpen = errors.New("sqlflight: circuit open: database unavailable")
 )
 

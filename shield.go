@@ -74,7 +74,8 @@ type Options struct {
 	MaxStale time.Duration
 
 	// MaxInflight bounds the origin queries of shared reads running at once
-	// (and the reads that leave a flight to query themselves); zero means
+	// on each scope (each DSN or connector: each database), and the reads
+	// that leave a flight to query themselves; zero means
 	// DefaultMaxInflight, sized for a typical pool. A read waits for a slot
 	// until its context ends or QueueTimeout (zero: DefaultQueueTimeout)
 	// passes, then gets a cached result within MaxStale or ErrOverloaded.
@@ -85,12 +86,16 @@ type Options struct {
 	MaxRefreshes int
 	QueueTimeout time.Duration
 
-	// The circuit breaker opens after BreakerFailures (zero: 5) consecutive
-	// errors that mean the database is unavailable, refuses work with
-	// ErrCircuitOpen for BreakerTimeout (zero: 5s), then lets BreakerProbes
-	// (zero: 1) probes through: a success closes it, a failure opens it
-	// again. While open, reads get a cached result within MaxStale if there
-	// is one; writes fail fast too unless WritesWhenOpen is set.
+	// Each scope has a circuit breaker of its own, so that one database's
+	// outage never refuses another's statements. It opens after
+	// BreakerFailures (zero: 5) consecutive errors that mean the database
+	// is unavailable, failed connection attempts included (the first
+	// connection of a scope too), refuses work with ErrCircuitOpen for
+	// BreakerTimeout (zero: 5s), then lets BreakerProbes (zero: 1) probes
+	// through, each on a connection found alive (a kept one is pinged and,
+	// if dead, replaced): a success closes it, a failure opens it again.
+	// While open, reads get a cached result within MaxStale if there is
+	// one; writes fail fast too unless WritesWhenOpen is set.
 	BreakerFailures int
 	BreakerTimeout  time.Duration
 	BreakerProbes   int
