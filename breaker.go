@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -17,13 +18,14 @@ import (
 
 var (
 	// ErrOverloaded is wrapped by the error of a read that waited longer than
-	// Options.QueueTimeout (or its context) for one of the Shield's
+	// Options.QueueTimeout (or its context) for one of its scope's
 	// Options.MaxInflight origin slots, when no cached result could stand in.
 	ErrOverloaded = errors.New("sqlflight: overloaded: no origin slot free")
 
 	// ErrCircuitOpen is wrapped by the error of a statement refused because
-	// the Shield's circuit breaker is open: the database was found
-	// unavailable and is left alone until the breaker's timeout passes.
+	// the circuit breaker of its scope (its database) is open: the database
+	// was found unavailable and is left alone until the breaker's timeout
+	// passes. Other databases behind the same Shield are not affected.
 	ErrCircuitOpen = errors.New("sqlflight: circuit open: database unavailable")
 )
 
@@ -36,16 +38,21 @@ const (
 	DefaultBreakerProbes   = 1
 )
 
-// guard protects the database behind a Shield: a semaphore bounds the
-// origin queries running at once (foreground and background apart), and a
-// circuit breaker stops sending work to a database found unavailable.
+// guard protects one database (one scope) behind a Shield: a semaphore
+// bounds the origin queries running at once (foreground and background
+// apart), and a circuit breaker stops sending work to a database found
+// unavailable. Each scope has its own, configured by the Shield's Options:
+// one database's outage, or its slowness, never refuses the others'
+// statements nor takes their slots.
 type guard struct {
 	fg, bg       *semaphore.Weighted
 	queueTimeout time.Duration
 	br           breaker
+	rejected     atomic.Uint64 // statements refused by br
 }
 
-func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
+// guardDefaults fills in the guard's zero Options.
+func guardDefaults(o *Options) {
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight
 	}
@@ -64,6 +71,10 @@ func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 	if o.BreakerProbes <= 0 {
 		o.BreakerProbes = DefaultBreakerProbes
 	}
+}
+
+// init sets g up from o (defaults already filled in).
+func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 	g.fg = semaphore.NewWeighted(int64(o.MaxInflight))
 	g.bg = semaphore.NewWeighted(int64(o.MaxRefreshes))
 	g.queueTimeout = o.QueueTimeout
@@ -71,32 +82,38 @@ func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
 		probes: int32(o.BreakerProbes), onChange: log}
 }
 
-// enter admits one foreground origin query: the breaker must allow it and a
-// slot must free up before ctx ends or the queue timeout passes. The ticket
-// goes back with leave.
-func (s *Shield) enter(ctx context.Context) (ticket, error) {
-	probe, ok := s.guard.br.allow()
+// enter admits one foreground origin query of sc: its breaker must allow it
+// and one of its slots must free up before ctx ends or the queue timeout
+// passes. The ticket goes back with exit.
+func (s *Shield) enter(ctx context.Context, sc *scope) (ticket, error) {
+	probe, ok := sc.guard.br.allow()
 	if !ok {
-		s.stats.breakerRejected.Add(1)
+		s.refused(sc)
 		return ticket{}, ErrCircuitOpen
 	}
-	t, err := s.slot(ctx)
+	t, err := s.slot(ctx, sc)
 	if err != nil {
-		s.guard.br.record(probe, errNotRun) // the database was not asked
+		sc.guard.br.record(probe, errNotRun) // the database was not asked
 		return ticket{}, err
 	}
 	t.probe = probe
 	return t, nil
 }
 
-// slot takes a foreground slot, waiting until ctx ends or the queue timeout
-// passes.
-func (s *Shield) slot(ctx context.Context) (ticket, error) {
-	t := ticket{slot: s.guard.fg}
+// refused counts a statement of sc refused by its open breaker.
+func (s *Shield) refused(sc *scope) {
+	s.stats.breakerRejected.Add(1)
+	sc.guard.rejected.Add(1)
+}
+
+// slot takes a foreground slot of sc, waiting until ctx ends or the queue
+// timeout passes.
+func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
+	t := ticket{g: &sc.guard, slot: sc.guard.fg}
 	if t.slot.TryAcquire(1) {
 		return t, nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, s.guard.queueTimeout)
+	qctx, cancel := context.WithTimeout(ctx, sc.guard.queueTimeout)
 	err := t.slot.Acquire(qctx, 1)
 	cancel()
 	if err == nil {
@@ -107,7 +124,7 @@ func (s *Shield) slot(ctx context.Context) (ticket, error) {
 		return ticket{}, ctx.Err()
 	}
 	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
-		"max_inflight", s.opts.MaxInflight, "queue_timeout", s.guard.queueTimeout)
+		"max_inflight", s.opts.MaxInflight, "queue_timeout", sc.guard.queueTimeout, "scope", sc.name())
 	return ticket{}, ErrOverloaded
 }
 
@@ -115,25 +132,69 @@ func (s *Shield) slot(ctx context.Context) (ticket, error) {
 // database: it says nothing about its health (a probe is given back).
 var errNotRun = errors.New("sqlflight: not run")
 
-// enterBackground admits a background refresh only if a refresh slot is
-// free at once and the breaker is closed: refreshes never queue.
-func (s *Shield) enterBackground() (ticket, bool) {
-	if s.guard.br.state() != breakerClosed || !s.guard.bg.TryAcquire(1) {
-		return ticket{}, false
+// errDeadSession is the error of a probe whose connection died with the
+// outage while its session held changes that a new connection would not
+// have: database/sql retries on another connection (driver.ErrBadConn),
+// and the breaker takes the probe back, as it says nothing of the
+// database now.
+var errDeadSession = fmt.Errorf("sqlflight: the session's connection was lost in the outage: %w", driver.ErrBadConn)
+
+// forProbe makes sure that a probe of a half-open breaker runs on a live
+// connection. A real connection kept from before the outage may have died
+// with it (a restart ends every session with 57P01), and a probe that failed
+// on it would keep the breaker open for another BreakerTimeout although the
+// database is back. So rc is pinged first; a dead one is closed and another
+// opened in its place (reopen), unless the session holds changes
+// (errDeadSession). onCaller: c's own goroutine calls, not an origin.
+func (c *conn) forProbe(ctx context.Context, rc driver.Conn, onCaller bool, reopen func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
+	p, ok := rc.(driver.Pinger)
+	if !ok {
+		return rc, nil
 	}
-	return ticket{slot: s.guard.bg}, true
+	err := p.Ping(ctx)
+	if err == nil {
+		return rc, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	c.s.stats.probeRedials.Add(1)
+	lost := c.held.Load() || (onCaller && !c.swappable())
+	c.mu.Lock()
+	if c.real == rc {
+		_ = c.closeReal(rc)
+		c.real = nil
+		c.lost = c.lost || lost
+	}
+	c.mu.Unlock()
+	if lost {
+		return nil, errDeadSession
+	}
+	return reopen(ctx)
 }
 
-// ticket is an admitted origin query: its slot and whether it probes a
-// half-open breaker.
+// enterBackground admits a background refresh of sc only if one of its
+// refresh slots is free at once and its breaker is closed: refreshes never
+// queue.
+func (s *Shield) enterBackground(sc *scope) (ticket, bool) {
+	g := &sc.guard
+	if g.br.state() != breakerClosed || !g.bg.TryAcquire(1) {
+		return ticket{}, false
+	}
+	return ticket{g: g, slot: g.bg}, true
+}
+
+// ticket is an admitted origin query: its scope's guard, its slot and
+// whether it probes a half-open breaker.
 type ticket struct {
+	g     *guard
 	slot  *semaphore.Weighted
 	probe bool
 }
 
 // exit gives the ticket back and tells the breaker how it went.
 func (s *Shield) exit(t ticket, err error) {
-	s.guard.br.record(t.probe, err)
+	t.g.br.record(t.probe, err)
 	if t.slot != nil {
 		t.slot.Release(1)
 	}
@@ -146,9 +207,9 @@ func (c *conn) admit(write bool) (probe bool, err error) {
 	if c.inTx() || (write && c.s.opts.WritesWhenOpen) {
 		return false, nil
 	}
-	probe, ok := c.s.guard.br.allow()
+	probe, ok := c.sc.guard.br.allow()
 	if !ok {
-		c.s.stats.breakerRejected.Add(1)
+		c.s.refused(c.sc)
 		return false, ErrCircuitOpen
 	}
 	return probe, nil
@@ -232,7 +293,7 @@ func (b *breaker) allow() (probe, ok bool) {
 // record tells the breaker how an allowed request went (errNotRun: it did
 // not go at all).
 func (b *breaker) record(probe bool, err error) {
-	if err == errNotRun {
+	if err == errNotRun || err == errDeadSession {
 		if probe {
 			b.mu.Lock()
 			b.inProbe--

@@ -231,7 +231,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
-			t, err := s.enter(ctx)
+			t, err := s.enter(ctx, c.sc)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
 					s.exit(t, errNotRun)
@@ -284,7 +284,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 // passGuarded runs a read that left its flight on the caller's own
 // connection, through the guard like an origin query.
 func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
-	t, err := s.slot(ctx)
+	t, err := s.slot(ctx, rd.c.sc)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return
 	}
-	t, ok := s.enterBackground()
+	t, ok := s.enterBackground(rd.c.sc)
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
@@ -528,6 +528,9 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 	}
 	rc, err := l.conn(ctx)
+	if lc := l.leader(); err == nil && t.probe && lc != nil {
+		rc, err = lc.forProbe(ctx, rc, false, l.conn)
+	}
 	if err == nil {
 		s.stats.originExecs.Add(1)
 		ran = true

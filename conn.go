@@ -264,11 +264,14 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
-	defer func() { c.s.guard.br.record(probe, err) }()
+	defer func() { c.sc.guard.br.record(probe, err) }()
 	var ptx driver.Tx
 	if bt, ok := rc.(driver.ConnBeginTx); ok {
 		ptx, err = bt.BeginTx(ctx, opts)
@@ -392,12 +395,15 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	res, err := execOn(ctx, rc, query, args)
-	c.s.guard.br.record(probe, err)
+	c.sc.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
@@ -436,8 +442,11 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 		return nil, err
 	}
 	rc, err := c.use(ctx)
+	if err == nil && probe {
+		rc, err = c.forProbe(ctx, rc, true, c.use)
+	}
 	if err != nil {
-		c.s.guard.br.record(probe, err)
+		c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	var rows driver.Rows
@@ -446,7 +455,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	} else {
 		rows, err = run(ctx, rc, args)
 	}
-	c.s.guard.br.record(probe, err)
+	c.sc.guard.br.record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
 	}

@@ -101,6 +101,7 @@ func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connect
 	sc := s.newScope()
 	if name != "" {
 		sc.fleetBase = "connector\x00" + name
+		sc.setLabel(name, true)
 	}
 	return s.newConnector(c, s.connectorDriver(c), sc)
 }
@@ -235,6 +236,9 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	}
 	e.sc = e.s.newScope()
 	e.sc.fleetBase = res.name
+	if c := res.cfg; c != nil {
+		e.sc.setLabel(fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port), true)
+	}
 	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
 	if res.cfg != nil {
 		open = pgxOpener(stripped, res)
@@ -266,6 +270,7 @@ func (d *wrappedDriver) sweep() {
 // Shield, which has no other scope.
 func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
 	delete(d.scopes, k)
+	e.s.forgetScope(e.sc)
 	if e.s != d.s {
 		_ = e.s.Close()
 	}

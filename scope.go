@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,14 @@ import (
 // Connect returns a virtual connection at once.
 type scope struct {
 	id uint64
+	// label names the scope in Stats, logs and metrics without a secret:
+	// "database@host:port" for a pgx DSN or connector (a connector's once
+	// it connected), a SharedConnector's name, or "scope N"; labelFinal:
+	// it is the last.
+	label      atomic.Pointer[string]
+	labelFinal atomic.Bool
+	// guard is the scope's own semaphore and circuit breaker (breaker.go).
+	guard guard
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or
@@ -82,9 +91,39 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 
 func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	sc.spare.live = &sc.live
+	sc.guard.init(&s.opts, func(from, to breakerState) {
+		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
+	}, s.opts.Clock)
+	s.scopes.Store(sc.id, sc)
 	return sc
 }
+
+// name returns the scope's label.
+func (sc *scope) name() string { return *sc.label.Load() }
+
+// setLabel names the scope, unless it was named for good (final) before.
+func (sc *scope) setLabel(label string, final bool) {
+	if !sc.labelFinal.Load() {
+		sc.label.Store(&label)
+		sc.labelFinal.Store(final)
+	}
+}
+
+// pgxLabel returns the label of a scope whose connections are rc's:
+// "database@host:port" for pgx, "" for another driver.
+func pgxLabel(rc driver.Conn) string {
+	pc, ok := rc.(*stdlib.Conn)
+	if !ok {
+		return ""
+	}
+	cfg := pc.Conn().Config()
+	return fmt.Sprintf("%s@%s:%d", cfg.Database, cfg.Host, cfg.Port)
+}
+
+// forgetScope drops sc from the Shield's Stats: nothing uses it any more.
+func (s *Shield) forgetScope(sc *scope) { s.scopes.Delete(sc.id) }
 
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
@@ -111,7 +150,19 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.spare.setOpen(open)
 		sc.mu.Unlock()
 
-		rc, err := open(ctx)
+		// The first real connection goes through the scope's breaker like
+		// every later one: a database down from the start opens it, and
+		// an open breaker answers at once.
+		probe, ok := sc.guard.br.allow()
+		var rc driver.Conn
+		var err error
+		if ok {
+			rc, err = open(ctx)
+			sc.guard.br.record(probe, err)
+		} else {
+			s.refused(sc)
+			err = ErrCircuitOpen
+		}
 		if err == nil {
 			// The feed is established before anything is cached (feed.go).
 			if err = s.startFeed(ctx, sc, rc); err != nil {
@@ -129,6 +180,9 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.mask = connMask(rc)
 		sc.proto = rc
 		_, sc.postgres = rc.(*stdlib.Conn)
+		if l := pgxLabel(rc); l != "" {
+			sc.setLabel(l, true) // a connector's scope: who it reached
+		}
 		sc.noteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()

@@ -110,7 +110,8 @@ type Options struct {
 	MaxStale time.Duration
 
 	// MaxInflight bounds the origin queries of shared reads running at once
-	// (and the reads that leave a flight to query themselves); zero means
+	// on each scope (each DSN or connector: each database), and the reads
+	// that leave a flight to query themselves; zero means
 	// DefaultMaxInflight, sized for a typical pool. A read waits for a slot
 	// until its context ends or QueueTimeout (zero: DefaultQueueTimeout)
 	// passes, then gets a cached result within MaxStale or ErrOverloaded.
@@ -121,12 +122,16 @@ type Options struct {
 	MaxRefreshes int
 	QueueTimeout time.Duration
 
-	// The circuit breaker opens after BreakerFailures (zero: 5) consecutive
-	// errors that mean the database is unavailable, refuses work with
-	// ErrCircuitOpen for BreakerTimeout (zero: 5s), then lets BreakerProbes
-	// (zero: 1) probes through: a success closes it, a failure opens it
-	// again. While open, reads get a cached result within MaxStale if there
-	// is one; writes fail fast too unless WritesWhenOpen is set.
+	// Each scope has a circuit breaker of its own, so that one database's
+	// outage never refuses another's statements. It opens after
+	// BreakerFailures (zero: 5) consecutive errors that mean the database
+	// is unavailable, failed connection attempts included (the first
+	// connection of a scope too), refuses work with ErrCircuitOpen for
+	// BreakerTimeout (zero: 5s), then lets BreakerProbes (zero: 1) probes
+	// through, each on a connection found alive (a kept one is pinged and,
+	// if dead, replaced): a success closes it, a failure opens it again.
+	// While open, reads get a cached result within MaxStale if there is
+	// one; writes fail fast too unless WritesWhenOpen is set.
 	BreakerFailures int
 	BreakerTimeout  time.Duration
 	BreakerProbes   int
@@ -244,10 +249,10 @@ type Shield struct {
 	epochs  epochs
 	rowCols rowColumns // column classes of tables, for row-level invalidation
 	store   store
-	guard   guard
 	stats   counters
 
 	scopeSeq atomic.Uint64
+	scopes   sync.Map // id → *scope: each has its own guard (breaker.go)
 	// schemaGen moves on every DDL through the Shield: verdicts and write
 	// closures learned before it are forgotten.
 	schemaGen atomic.Uint64
@@ -291,9 +296,7 @@ func New(opts ...Option) *Shield {
 	if s.opts.OriginTimeout <= 0 {
 		s.opts.OriginTimeout = DefaultOriginTimeout
 	}
-	s.guard.init(&s.opts, func(from, to breakerState) {
-		s.log.Warn("sqlflight: circuit breaker changed state", "from", from.String(), "to", to.String())
-	}, s.opts.Clock)
+	guardDefaults(&s.opts)
 	s.flights.m = make(map[string]*flight)
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
@@ -387,10 +390,22 @@ type Stats struct {
 	RefreshFailures uint64
 	StaleIfError    uint64 // cached results served because the query to refresh them failed (or was refused)
 
-	Shed               uint64 // reads refused for want of an origin slot (ErrOverloaded or a stale result)
-	BreakerRejected    uint64 // statements refused by the open circuit breaker
+	Shed uint64 // reads refused for want of an origin slot (ErrOverloaded or a stale result)
+	// Each scope (each DSN or connector: each database and user) has a
+	// circuit breaker of its own. BreakerRejected and BreakerTransitions
+	// are summed over them; BreakerState is the worst of theirs ("open",
+	// then "half-open", then "closed"); BreakerOpen counts the scopes
+	// whose breaker is not closed, and Breakers tells each scope's, keyed
+	// by its label: "database@host:port" for a pgx DSN, a
+	// SharedConnector's name, or "scope N" (never a password).
+	BreakerRejected    uint64 // statements refused by an open circuit breaker
 	BreakerTransitions uint64
 	BreakerState       string // "closed", "open" or "half-open"
+	BreakerOpen        int    // gauge: scopes whose breaker is open or half-open
+	Breakers           map[string]BreakerStats
+	// BreakerProbeRedials are half-open probes whose kept connection had
+	// died with the outage: it was closed, and the probe ran on a new one.
+	BreakerProbeRedials uint64
 
 	// Bypasses by reason, every one of them:
 	//   - "exec": an Exec (never shared, whatever it runs);
@@ -488,13 +503,12 @@ type Stats struct {
 // Stats returns a snapshot of s's counters.
 func (s *Shield) Stats() Stats {
 	st := s.stats.snapshot()
-	st.BreakerState = s.guard.br.state().String()
+	s.breakerSnapshot(&st)
 	if events := st.Flights + st.Refreshes; events > 0 {
 		st.OriginPerMissEvent = float64(st.OriginExecutions) / float64(events)
 	}
 	st.CacheEntries = s.store.entries.Load()
 	st.CacheBytes = s.store.bytes.Load()
-	st.BreakerTransitions = s.guard.br.transitions.Load()
 	if ts := s.tier; ts != nil {
 		c := &ts.stats
 		st.SharedState = ts.state()
@@ -512,12 +526,51 @@ func (s *Shield) Stats() Stats {
 	return st
 }
 
+// BreakerStats are one scope's circuit breaker in Stats.
+type BreakerStats struct {
+	State       string // "closed", "open" or "half-open"
+	Rejected    uint64 // statements of the scope refused while it was open
+	Transitions uint64
+}
+
+// breakerSnapshot fills in the breakers of s's scopes.
+func (s *Shield) breakerSnapshot(st *Stats) {
+	var scopes []*scope
+	seen := map[string]int{}
+	s.scopes.Range(func(_, v any) bool {
+		sc := v.(*scope)
+		scopes = append(scopes, sc)
+		seen[sc.name()]++
+		return true
+	})
+	st.Breakers = make(map[string]BreakerStats, len(scopes))
+	worst := breakerClosed
+	for _, sc := range scopes {
+		g := &sc.guard
+		state := g.br.state()
+		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.transitions.Load()}
+		st.BreakerTransitions += b.Transitions
+		if state != breakerClosed {
+			st.BreakerOpen++
+		}
+		if state == breakerOpen || (state == breakerHalfOpen && worst == breakerClosed) {
+			worst = state
+		}
+		name := sc.name()
+		if seen[name] > 1 { // two users of one database, say
+			name = fmt.Sprintf("%s #%d", name, sc.id)
+		}
+		st.Breakers[name] = b
+	}
+	st.BreakerState = worst.String()
+}
+
 type counters struct {
 	queries, bypassed, flights, followers, originExecs, originErrors atomic.Uint64
 	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
 	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
 	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
-	realOpened, probes, probeFailures                                atomic.Uint64
+	realOpened, probes, probeFailures, probeRedials                  atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
@@ -537,38 +590,39 @@ func (c *counters) bypass(reason string) {
 
 func (c *counters) snapshot() Stats {
 	st := Stats{
-		Queries:          c.queries.Load(),
-		Bypassed:         c.bypassed.Load(),
-		Flights:          c.flights.Load(),
-		Followers:        c.followers.Load(),
-		OriginExecutions: c.originExecs.Load(),
-		OriginErrors:     c.originErrors.Load(),
-		TooLarge:         c.tooLarge.Load(),
-		WaitExpired:      c.waitExpired.Load(),
-		BadAnnotations:   c.badAnnotations.Load(),
-		Panics:           c.panics.Load(),
-		Invalidations:    c.invalidations.Load(),
-		FreshHits:        c.freshHits.Load(),
-		StaleHits:        c.staleHits.Load(),
-		NegativeHits:     c.negHits.Load(),
-		Misses:           c.misses.Load(),
-		Fills:            c.fills.Load(),
-		Refreshes:        c.refreshes.Load(),
-		RefreshFailures:  c.refreshFailures.Load(),
-		StaleIfError:     c.staleIfError.Load(),
-		Shed:             c.shed.Load(),
-		BreakerRejected:  c.breakerRejected.Load(),
-		BypassReasons:    map[string]uint64{},
-		OriginDuration:   c.originDuration.snapshot(),
-		FollowerWait:     c.followerWait.snapshot(),
-		Names:            c.names.snapshot(),
-		Waiting:          c.waiting.Load(),
-		InFlight:         c.inFlight.Load(),
-		RealConns:        c.realConns.Load(),
-		RealConnsOpened:  c.realOpened.Load(),
-		Probes:           c.probes.Load(),
-		ProbeFailures:    c.probeFailures.Load(),
-		ProbeDuration:    c.probeDuration.snapshot(),
+		Queries:             c.queries.Load(),
+		Bypassed:            c.bypassed.Load(),
+		Flights:             c.flights.Load(),
+		Followers:           c.followers.Load(),
+		OriginExecutions:    c.originExecs.Load(),
+		OriginErrors:        c.originErrors.Load(),
+		TooLarge:            c.tooLarge.Load(),
+		WaitExpired:         c.waitExpired.Load(),
+		BadAnnotations:      c.badAnnotations.Load(),
+		Panics:              c.panics.Load(),
+		Invalidations:       c.invalidations.Load(),
+		FreshHits:           c.freshHits.Load(),
+		StaleHits:           c.staleHits.Load(),
+		NegativeHits:        c.negHits.Load(),
+		Misses:              c.misses.Load(),
+		Fills:               c.fills.Load(),
+		Refreshes:           c.refreshes.Load(),
+		RefreshFailures:     c.refreshFailures.Load(),
+		StaleIfError:        c.staleIfError.Load(),
+		Shed:                c.shed.Load(),
+		BreakerRejected:     c.breakerRejected.Load(),
+		BreakerProbeRedials: c.probeRedials.Load(),
+		BypassReasons:       map[string]uint64{},
+		OriginDuration:      c.originDuration.snapshot(),
+		FollowerWait:        c.followerWait.snapshot(),
+		Names:               c.names.snapshot(),
+		Waiting:             c.waiting.Load(),
+		InFlight:            c.inFlight.Load(),
+		RealConns:           c.realConns.Load(),
+		RealConnsOpened:     c.realOpened.Load(),
+		Probes:              c.probes.Load(),
+		ProbeFailures:       c.probeFailures.Load(),
+		ProbeDuration:       c.probeDuration.snapshot(),
 	}
 	c.reasons.Range(func(k, v any) bool {
 		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()

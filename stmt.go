@@ -159,8 +159,11 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return nil, err
 	}
 	rc, err := s.c.use(ctx)
+	if err == nil && probe {
+		rc, err = s.c.forProbe(ctx, rc, true, s.c.use)
+	}
 	if err != nil {
-		s.c.s.guard.br.record(probe, err)
+		s.c.sc.guard.br.record(probe, err)
 		return nil, err
 	}
 	var res driver.Result
@@ -172,7 +175,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			res, err = legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
 		}
 	}
-	s.c.s.guard.br.record(probe, err)
+	s.c.sc.guard.br.record(probe, err)
 	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
 	return res, err
 }

@@ -25,7 +25,18 @@
 // sqlflight_feed_changes_total, sqlflight_feed_resyncs_total and
 // sqlflight_feed_errors_total.
 //
-// Label values (the shield name, policy names) are made valid UTF-8 before
+// Each scope of a Shield (each DSN or connector: each database and user)
+// has a circuit breaker of its own. sqlflight_breaker_state is the worst of
+// them, sqlflight_breaker_open_scopes counts those not closed, and
+// sqlflight_breaker_scope_state tells which, by label scope (the scope's
+// label in Stats.Breakers: "database@host:port", a SharedConnector's name,
+// or "scope N"; never a password). To keep that label bounded, at most
+// MaxBreakerScopes series are exported per scrape: every scope when the
+// Shield has no more, otherwise the scopes that are not closed first (by
+// label), then closed ones, up to that number. sqlflight_breaker_open_scopes
+// counts every scope whatever the cap.
+//
+// Label values (the shield name, policy names, scopes) are made valid UTF-8 before
 // they reach Prometheus, each invalid byte sequence becoming U+FFFD; policy
 // names that then coincide are exported as one. A name= annotation that is
 // not valid UTF-8 is malformed to begin with.
@@ -58,6 +69,10 @@ var BypassReasons = []string{
 // FeedStates are the state label values of sqlflight_feed_state, each
 // exported on every scrape of a Shield with a change feed.
 var FeedStates = []string{"starting", "current", "lagging", "down", "standby"}
+
+// MaxBreakerScopes is the most sqlflight_breaker_scope_state series a
+// scrape exports.
+const MaxBreakerScopes = 10
 
 // An Option configures a collector.
 type Option func(*config)
@@ -93,6 +108,7 @@ type Collector struct {
 
 	sharedUp                                      *prometheus.Desc
 	bypassed, cacheHits, breakerState             *prometheus.Desc
+	breakerOpenScopes, breakerScopeState          *prometheus.Desc
 	originDuration, followerWait, probeDuration   *prometheus.Desc
 	policyQueries, policyHits, policyMisses       *prometheus.Desc
 	policyOrigin, policyErrors, policyOriginHisto *prometheus.Desc
@@ -236,7 +252,9 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 
 	c.bypassed = desc("bypassed_total", "Statements sent straight to the real connection, by reason.", "reason")
 	c.cacheHits = desc("cache_hits_total", "Cached results served, by state (fresh, stale or negative).", "state")
-	c.breakerState = desc("breaker_state", "State of the circuit breaker: 0 closed, 1 half-open, 2 open.")
+	c.breakerState = desc("breaker_state", "State of the circuit breaker, the worst of the scopes': 0 closed, 1 half-open, 2 open.")
+	c.breakerOpenScopes = desc("breaker_open_scopes", "Scopes (databases) whose circuit breaker is open or half-open.")
+	c.breakerScopeState = desc("breaker_scope_state", "State of a scope's circuit breaker: 0 closed, 1 half-open, 2 open (at most MaxBreakerScopes scopes, those not closed first).", "scope")
 	c.sharedUp = desc("shared_up", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).")
 	c.originDuration = desc("origin_duration_seconds", "Duration of shared origin queries (query and materialization).")
 	c.probeDuration = desc("probe_duration_seconds", "Duration of the server's verdict on a new statement shape.")
@@ -277,6 +295,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.bypassed
 	ch <- c.cacheHits
 	ch <- c.breakerState
+	ch <- c.breakerOpenScopes
+	ch <- c.breakerScopeState
 	ch <- c.originDuration
 	ch <- c.probeDuration
 	ch <- c.followerWait
@@ -343,6 +363,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if v, ok := breakerStates[st.BreakerState]; ok {
 		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, v)
 	}
+	ch <- prometheus.MustNewConstMetric(c.breakerOpenScopes, prometheus.GaugeValue, float64(st.BreakerOpen))
+	for scope, v := range breakerScopes(st.Breakers) {
+		ch <- prometheus.MustNewConstMetric(c.breakerScopeState, prometheus.GaugeValue, v, scope)
+	}
 
 	ch <- constHistogram(c.originDuration, st.OriginDuration)
 	ch <- constHistogram(c.probeDuration, st.ProbeDuration)
@@ -399,6 +423,36 @@ func mergeNameStats(a, b sqlflight.NameStats) sqlflight.NameStats {
 	h.Count += b.OriginDuration.Count
 	a.OriginDuration = h
 	return a
+}
+
+// breakerScopes returns the breaker_scope_state gauges to export, by
+// label value: at most MaxBreakerScopes, those not closed first.
+func breakerScopes(breakers map[string]sqlflight.BreakerStats) map[string]float64 {
+	names := make([]string, 0, len(breakers))
+	for name := range breakers {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if ca, cb := breakers[a].State == "closed", breakers[b].State == "closed"; ca != cb {
+			if cb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	out := make(map[string]float64, min(len(names), MaxBreakerScopes))
+	for _, name := range names {
+		if len(out) == MaxBreakerScopes {
+			break
+		}
+		v, ok := breakerStates[breakers[name].State]
+		if !ok {
+			continue
+		}
+		out[labelValue(name)] = max(out[labelValue(name)], v) // two names made equal: the worse
+	}
+	return out
 }
 
 // breakerStates maps Stats.BreakerState to the breaker_state gauge.

@@ -122,7 +122,7 @@ sqlflight_cache_misses_total{` + lbl + `} ` + u(st.Misses) + `
 # HELP sqlflight_queries_total Statements seen (queries and execs, prepared or not).
 # TYPE sqlflight_queries_total counter
 sqlflight_queries_total{` + lbl + `} ` + u(st.Queries) + `
-# HELP sqlflight_breaker_state State of the circuit breaker: 0 closed, 1 half-open, 2 open.
+# HELP sqlflight_breaker_state State of the circuit breaker, the worst of the scopes': 0 closed, 1 half-open, 2 open.
 # TYPE sqlflight_breaker_state gauge
 sqlflight_breaker_state{` + lbl + `} 0
 `
