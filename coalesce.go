@@ -40,12 +40,24 @@ type flight struct {
 	leaderLeft bool
 	finished   bool
 	handoff    driver.Rows // the unshared result, streamed to the leader only
+
+	// A flight that had followers and caches nothing stays joinable for a
+	// while after it ended (lingers) by callers handed a connection of its
+	// callers (joinOrLead); joined counts its followers.
+	started time.Time
+	joined  int
+	linger  time.Time // joinable until then, once finished
 }
 
 type flightGroup struct {
-	mu sync.Mutex
-	m  map[string]*flight
+	mu   sync.Mutex
+	m    map[string]*flight
+	late *atomic.Uint64 // Stats.LateFollowers
 }
+
+// maxLinger bounds how long an ended flight stays joinable (joinOrLead); it
+// lingers as long as it ran, at most this long.
+const maxLinger = time.Second
 
 var (
 	// errAbandoned cancels an origin nobody waits for any more.
@@ -223,7 +235,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	*rd = *caller
 	c := rd.c
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil)
+		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil, c)
 		if lead {
 			s.stats.flights.Add(1)
 			if st != nil && s.tier != nil {
@@ -251,8 +263,12 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			s.launch(ctx, f, rd, st, vconnLink{c}, t)
 		} else {
 			s.stats.followers.Add(1)
+			c.offer() // its caller only waits: a leader may take its real connection
 		}
 		rows, err := s.await(ctx, f, lead, rd.plan.pol.Wait)
+		if !lead {
+			c.withdraw()
+		}
 		switch {
 		case err == nil && !lead && f.fromShared != nil &&
 			s.judge(f.fromShared, rd.plan.pol).at(s.opts.Clock.Now()) == expired:
@@ -294,18 +310,50 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 
 // joinOrLead joins the key's flight if it started after the last write to
 // tables, or starts a new one.
-func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool) (*flight, bool) {
+//
+// A flight that ended lingers (see finish): a caller that comes in on a
+// virtual connection a caller of the flight gave back to database/sql's
+// pool less than handover before joins it as if it still ran. database/sql
+// hands a freed connection straight to a caller queued for one: that
+// caller waited while the flight ran, and under a capped pool
+// (SetMaxOpenConns) a herd would otherwise break into one flight per batch
+// of callers its connections let through. The chain of such handovers
+// drains the queue; it ends with the flight's linger (its own duration, at
+// most maxLinger). A caller on a connection that sat idle in the pool, or
+// that served another statement since, runs a flight of its own.
+func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
-		f.waiters++
-		return f, false
+		switch {
+		case !f.finished:
+			f.waiters++
+			f.joined++
+			owe(c, f)
+			return f, false
+		case c.owes.Load() == f && c.s.opts.Clock.Now().Before(f.linger):
+			g.late.Add(1)
+			return f, false
+		}
 	}
 	// A flight older than a write to its tables stays out of the map (its
 	// own waiters still get its result); a new one replaces it.
-	f := &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1}
+	f := &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
 	g.m[key] = f
+	owe(c, f)
 	return f, true
+}
+
+// handover is how soon after a caller of a flight gave its connection back
+// the next caller on it may take the flight's result (joinOrLead): the
+// time database/sql takes to hand a freed connection to a queued caller.
+const handover = 200 * time.Microsecond
+
+// owe marks c as carrying a caller of f, a flight that may linger.
+func owe(c *conn, f *flight) {
+	if !f.fills {
+		c.owes.Store(f)
+	}
 }
 
 // startRefresh starts a flight with no waiter for a background refresh,
@@ -313,7 +361,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
+	if f := g.m[key]; f != nil && !f.finished && e.unchangedFor(f.seq, tables, known, rows) {
 		return nil, false
 	}
 	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
@@ -422,7 +470,7 @@ type poolLink struct {
 func (l *poolLink) leader() *conn { return nil }
 
 func (l *poolLink) conn(ctx context.Context) (driver.Conn, error) {
-	rc, err := l.sc.spare.get(ctx, l.s)
+	rc, _, err := l.sc.anyReal(ctx, l.s)
 	l.rc = rc
 	return rc, err
 }
@@ -579,8 +627,15 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	g := &s.flights
 	g.mu.Lock()
+	var linger time.Duration
 	if g.m[f.key] == f {
-		delete(g.m, f.key)
+		if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
+			now := s.opts.Clock.Now()
+			linger = min(now.Sub(f.started), maxLinger)
+			f.linger = now.Add(linger)
+		} else {
+			delete(g.m, f.key)
+		}
 	}
 	f.res, f.err, f.finished = res, err, true
 	var orphan driver.Rows
@@ -599,6 +654,15 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	g.mu.Unlock()
 	if orphan != nil {
 		_ = orphan.Close()
+	}
+	if linger > 0 {
+		time.AfterFunc(linger, func() {
+			g.mu.Lock()
+			if g.m[f.key] == f {
+				delete(g.m, f.key)
+			}
+			g.mu.Unlock()
+		})
 	}
 }
 

@@ -41,6 +41,18 @@ type conn struct {
 	// origin query; another cannot stand in for it (driver.ErrBadConn).
 	lost bool
 	held atomic.Bool // the session holds changes (tainted or scoped)
+	// The real connection is lendable (realpool.go) while c is idle in
+	// database/sql's pool (idleInPool) or its caller only waits
+	// (waitingOnly); pooled mirrors idleInPool for a cheap check.
+	idleInPool  bool
+	waitingOnly bool
+	pooled      atomic.Bool
+	// owes is the flight whose result c's last caller took, parkedAt when
+	// c then went back to database/sql's pool, handed whether it was taken
+	// out again within handover (flightGroup.joinOrLead).
+	owes     atomic.Pointer[flight]
+	parkedAt atomic.Int64
+	handed   bool
 
 	openRows atomic.Int32 // pass-through rows still reading from real
 	stmts    int          // prepared statements bound to real
@@ -110,35 +122,42 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 	if lost {
 		return nil, driver.ErrBadConn
 	}
-	rc, err := c.openReal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.real = rc
-	c.mu.Unlock()
-	return rc, nil
-}
-
-func (c *conn) openReal(ctx context.Context) (driver.Conn, error) {
-	// The scope's idle spare connection (a probe's or a refresh's) is
-	// clean: take it rather than open another.
-	if rc := c.sc.spare.takeIdle(); rc != nil {
+	for {
+		rc, reused, err := c.openReal(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if reused {
+			// What database/sql does before it hands out a pooled
+			// connection (pgx pings one idle for over a second).
+			if r, ok := rc.(driver.SessionResetter); ok {
+				if err := r.ResetSession(ctx); err != nil {
+					c.sc.spare.closeReal(rc, c.s)
+					if errors.Is(err, driver.ErrBadConn) && ctx.Err() == nil {
+						continue
+					}
+					return nil, err
+				}
+			}
+		}
+		c.mu.Lock()
+		c.real = rc
+		c.mu.Unlock()
 		return rc, nil
 	}
-	rc, err := c.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.s.stats.realOpened.Add(1)
-	c.s.stats.realConns.Add(1)
-	c.sc.noteConn(rc)
-	return rc, nil
+}
+
+// openReal returns a real connection for c: an idle one of the scope's,
+// one lent by a virtual connection whose session cannot matter, or a new
+// one (under Options.MaxConns, once one is freed). reused reports one that
+// served before.
+func (c *conn) openReal(ctx context.Context) (rc driver.Conn, reused bool, err error) {
+	return c.sc.anyReal(ctx, c.s)
 }
 
 func (c *conn) closeReal(rc driver.Conn) error {
-	c.s.stats.realConns.Add(-1)
-	return rc.Close()
+	c.sc.spare.closeReal(rc, c.s)
+	return nil
 }
 
 // waitIdle waits for an origin query using the real connection to finish
@@ -186,7 +205,9 @@ func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 	if lost {
 		return nil, driver.ErrBadConn
 	}
-	rc, err := c.openReal(ctx)
+	// No reset here: a dead connection fails the origin with
+	// driver.ErrBadConn, and its followers try again.
+	rc, _, err := c.openReal(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -203,34 +224,55 @@ func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 // connection was closed meanwhile, the real one is closed now.
 func (c *conn) giveBack(broken bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.real != nil && (broken || c.closed) {
+	var spare driver.Conn
+	switch {
+	case c.real != nil && broken:
 		_ = c.closeReal(c.real)
 		c.real = nil
-		c.lost = c.lost || (broken && c.held.Load())
+		c.lost = c.lost || c.held.Load()
+	case c.real != nil && c.closed:
+		if c.swappable() {
+			spare = c.real
+		} else {
+			_ = c.closeReal(c.real)
+		}
+		c.real = nil
 	}
 	close(c.busy)
 	c.busy = nil
+	c.mu.Unlock()
+	if spare != nil {
+		c.sc.spare.put(spare, false, c.s)
+	}
 }
 
 // Close closes the real connection, or leaves that to the origin query
 // still using it.
 func (c *conn) Close() error {
+	c.awake()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed && c.sc.live.Add(-1) == 0 {
+	last := !c.closed && c.sc.live.Add(-1) == 0
+	c.closed = true
+	rc := c.real
+	if c.busy != nil {
+		rc = nil // the origin using it puts it away
+	}
+	c.real = nil
+	c.mu.Unlock()
+	if last {
 		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
 		if f := c.sc.feed.Load(); f != nil {
 			go f.pauseIfIdle() // nor its feed (the next Connect resumes it)
 		}
 	}
-	c.closed = true
-	if c.busy != nil || c.real == nil {
-		return nil
+	switch {
+	case rc == nil:
+	case c.swappable() && !last:
+		c.sc.spare.put(rc, false, c.s) // a clean session: another may use it
+	default:
+		_ = c.closeReal(rc)
 	}
-	rc := c.real
-	c.real = nil
-	return c.closeReal(rc)
+	return nil
 }
 
 func (c *conn) Unwrap() driver.Conn {
@@ -259,6 +301,7 @@ func (c *conn) Begin() (driver.Tx, error) {
 // statement on this connection goes straight to the database; its writes
 // bump table epochs when it commits.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.awake()
 	probe, err := c.admit(false)
 	if err != nil {
 		return nil, err
@@ -296,6 +339,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) Ping(ctx context.Context) error {
+	c.awake()
 	rc, err := c.use(ctx)
 	if err != nil {
 		return err
@@ -310,6 +354,7 @@ func (c *conn) Ping(ctx context.Context) error {
 // origin query is using it. A clean session whose real connection broke just
 // forgets it: the next use opens another.
 func (c *conn) ResetSession(ctx context.Context) error {
+	c.awake()
 	c.mu.Lock()
 	rc, busy, lost := c.real, c.busy != nil, c.lost
 	c.mu.Unlock()
@@ -340,6 +385,11 @@ func (c *conn) swappable() bool {
 	return !c.tainted && !c.scoped && !c.inTx() && c.stmts == 0 && c.openRows.Load() == 0
 }
 
+// IsValid reports whether c may go back to database/sql's pool: not when
+// its session's real connection was lost or died. database/sql calls it as
+// it puts c back in its pool: from then until
+// ResetSession the session cannot matter to anyone, and a clean real
+// connection is lendable (realpool.go).
 func (c *conn) IsValid() bool {
 	c.mu.Lock()
 	rc, busy, lost := c.real, c.busy != nil, c.lost
@@ -347,21 +397,19 @@ func (c *conn) IsValid() bool {
 	if lost {
 		return false
 	}
-	if rc == nil || busy {
-		return true
+	if rc != nil && !busy {
+		if v, ok := rc.(driver.Validator); ok && !v.IsValid() {
+			if !c.swappable() {
+				return false
+			}
+			c.mu.Lock()
+			c.real = nil
+			c.mu.Unlock()
+			_ = c.closeReal(rc)
+		}
 	}
-	v, ok := rc.(driver.Validator)
-	if !ok || v.IsValid() {
-		return true
-	}
-	if c.swappable() {
-		c.mu.Lock()
-		c.real = nil
-		c.mu.Unlock()
-		_ = c.closeReal(rc)
-		return true
-	}
-	return false
+	c.parked()
+	return true
 }
 
 // CheckNamedValue forwards to the parent's checker (mirrored only when the
@@ -384,6 +432,7 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 // transaction state, session state, and (once it has run) the tables it
 // wrote, whose epochs are bumped so no caller joins an older flight.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.statement()
 	c.s.stats.queries.Add(1)
 	r := c.scan(query)
 	a, _, err := c.s.annotationOf(r)
@@ -416,6 +465,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 // scope when it is proven read-only and the connection is clean; otherwise
 // it goes straight to the real connection.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.statement()
 	c.s.stats.queries.Add(1)
 	return c.query(ctx, query, c.scan(query), args, nil)
 }

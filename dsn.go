@@ -164,6 +164,8 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.MaxResultBytes, err = parseBytes(v)
 		case "max_result_rows":
 			o.MaxResultRows, err = positiveInt(v)
+		case "max_conns":
+			o.MaxConns, err = positiveInt(v)
 		case "max_inflight":
 			o.MaxInflight, err = positiveInt(v)
 		case "max_refreshes":

@@ -165,7 +165,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		// The server's word. No policy vouches for a function; only the
 		// statement's own pure= entry does.
 		switch {
-		case !awaitVerdict(ctx, v) || v.err != nil:
+		case !c.awaitVerdict(ctx, v) || v.err != nil:
 			f.reason = bypassUnverified
 			return
 		case len(v.volatileUnvouched(a.pure)) > 0, len(v.sv.PerSession) > 0:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -60,7 +59,10 @@ type scope struct {
 	nonStandard atomic.Bool   // standard_conforming_strings = off
 	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
 
-	spare spareConns // real connections for background refreshes and probes
+	spare spareConns // real connections of no virtual one (realpool.go)
+	// lender is the virtual connection whose real connection most
+	// recently became lendable.
+	lender atomic.Pointer[conn]
 	// live counts the scope's open virtual connections: when the last one
 	// closes (DB.Close), so does the idle spare.
 	live atomic.Int64
@@ -93,6 +95,8 @@ func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	sc.spare.live = &sc.live
+	sc.spare.max = s.opts.MaxConns
+	sc.spare.lendable = func() driver.Conn { return sc.takeLendable(s) }
 	sc.guard.init(&s.opts, func(from, to breakerState) {
 		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
 	}, s.opts.Clock)
@@ -186,6 +190,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.noteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
+		sc.spare.counted()
 		s.stats.realOpened.Add(1)
 		s.stats.realConns.Add(1)
 		return newConn(s, sc, open, rc), nil
@@ -209,93 +214,4 @@ func connMask(rc driver.Conn) uint16 {
 		m |= connQueryer
 	}
 	return m
-}
-
-// spareConns are the scope's real connections that belong to no virtual
-// one: background refreshes run on them, so that a cache hit never opens or
-// holds a connection of its caller. One idle connection is kept for a while.
-type spareConns struct {
-	live  *atomic.Int64 // the scope's open virtual connections
-	mu    sync.Mutex
-	open  func(context.Context) (driver.Conn, error)
-	idle  driver.Conn
-	timer *time.Timer
-}
-
-// spareIdle is how long an idle spare connection is kept.
-const spareIdle = 30 * time.Second
-
-func (p *spareConns) setOpen(open func(context.Context) (driver.Conn, error)) {
-	p.mu.Lock()
-	if p.open == nil {
-		p.open = open
-	}
-	p.mu.Unlock()
-}
-
-func (p *spareConns) get(ctx context.Context, s *Shield) (driver.Conn, error) {
-	p.mu.Lock()
-	if rc := p.idle; rc != nil {
-		p.idle = nil
-		p.timer.Stop()
-		p.mu.Unlock()
-		return rc, nil
-	}
-	open := p.open
-	p.mu.Unlock()
-	rc, err := open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.stats.realOpened.Add(1)
-	s.stats.realConns.Add(1)
-	return rc, nil
-}
-
-// takeIdle hands the idle connection over for good (to a virtual
-// connection that would otherwise open one), or returns nil.
-func (p *spareConns) takeIdle() driver.Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rc := p.idle
-	if rc != nil {
-		p.idle = nil
-		p.timer.Stop()
-	}
-	return rc
-}
-
-func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
-	p.mu.Lock()
-	if !broken && p.idle == nil && (p.live == nil || p.live.Load() > 0) {
-		p.idle = rc
-		p.timer = time.AfterFunc(spareIdle, func() { p.closeIdle(rc, s) })
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	s.stats.realConns.Add(-1)
-	_ = rc.Close()
-}
-
-// closeAll closes the idle connection, if any: the scope's last virtual
-// connection closed.
-func (p *spareConns) closeAll(s *Shield) {
-	if rc := p.takeIdle(); rc != nil {
-		s.stats.realConns.Add(-1)
-		_ = rc.Close()
-	}
-}
-
-// closeIdle closes rc if it is still the idle connection.
-func (p *spareConns) closeIdle(rc driver.Conn, s *Shield) {
-	p.mu.Lock()
-	if p.idle != rc {
-		p.mu.Unlock()
-		return
-	}
-	p.idle = nil
-	p.mu.Unlock()
-	s.stats.realConns.Add(-1)
-	_ = rc.Close()
 }

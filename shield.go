@@ -109,6 +109,20 @@ type Options struct {
 	// means the entry's own hard TTL, a negative value never.
 	MaxStale time.Duration
 
+	// MaxConns caps the real database connections of each scope (DSN:
+	// sqlflight.max_conns); zero means no cap. Virtual connections — what
+	// database/sql's pool holds — cost no database connection until work
+	// reaches the database, so cap real ones here and leave database/sql's
+	// pool large (a capped database/sql pool also caps the callers that can
+	// wait in one flight). Work that needs a real connection while MaxConns
+	// are open waits, on its context, for one to be freed, or to be lent by
+	// a virtual connection whose session cannot matter (see the README's
+	// "Real connections"); as with SetMaxOpenConns, one goroutine that holds
+	// a connection (a transaction, a sql.Conn) and waits for another can
+	// wait until its context ends. The change feed's own connection is not
+	// counted.
+	MaxConns int
+
 	// MaxInflight bounds the origin queries of shared reads running at once
 	// on each scope (each DSN or connector: each database), and the reads
 	// that leave a flight to query themselves; zero means
@@ -298,6 +312,7 @@ func New(opts ...Option) *Shield {
 	}
 	guardDefaults(&s.opts)
 	s.flights.m = make(map[string]*flight)
+	s.flights.late = &s.stats.lateFollowers
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
 	if s.tierImpl != nil {
@@ -369,10 +384,15 @@ func (h *shieldHandler) WithGroup(name string) slog.Handler {
 
 // Stats are cumulative counters and current gauges of a Shield.
 type Stats struct {
-	Queries          uint64 // statements seen (queries and execs, prepared or not)
-	Bypassed         uint64 // statements sent straight to the real connection
-	Flights          uint64 // shared flights started (leaders)
-	Followers        uint64 // callers that joined a running flight instead of querying
+	Queries   uint64 // statements seen (queries and execs, prepared or not)
+	Bypassed  uint64 // statements sent straight to the real connection
+	Flights   uint64 // shared flights started (leaders)
+	Followers uint64 // callers that joined a running flight instead of querying
+	// LateFollowers counts followers (among Followers) that took the result
+	// of a flight that had just ended, while every virtual connection of
+	// the scope was busy: callers queued for a connection of a capped
+	// database/sql pool (see the README's "Capped pools").
+	LateFollowers    uint64
 	OriginExecutions uint64 // shared-flight queries that reached the database
 	OriginErrors     uint64 // shared-flight queries that failed
 	TooLarge         uint64 // shared results over MaxRows/MaxBytes, handed to their own caller
@@ -470,6 +490,12 @@ type Stats struct {
 	InFlight        int64  // gauge: flights currently running
 	RealConns       int64  // gauge: real database connections currently open
 	RealConnsOpened uint64 // real database connections opened
+	// RealConnsLent counts real connections a virtual connection took from
+	// another whose session could not matter (idle in database/sql's pool,
+	// or waiting in a flight) instead of opening one; RealConnWaits counts
+	// waits for a real connection under Options.MaxConns.
+	RealConnsLent uint64
+	RealConnWaits uint64
 
 	// The server's verdicts (PostgreSQL parents): statement shapes probed,
 	// probes that failed (those statements ran unshared), and how long a
@@ -571,6 +597,7 @@ type counters struct {
 	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
 	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
 	realOpened, probes, probeFailures, probeRedials                  atomic.Uint64
+	realWaits, realsLent, lateFollowers                              atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
@@ -594,6 +621,7 @@ func (c *counters) snapshot() Stats {
 		Bypassed:            c.bypassed.Load(),
 		Flights:             c.flights.Load(),
 		Followers:           c.followers.Load(),
+		LateFollowers:       c.lateFollowers.Load(),
 		OriginExecutions:    c.originExecs.Load(),
 		OriginErrors:        c.originErrors.Load(),
 		TooLarge:            c.tooLarge.Load(),
@@ -620,6 +648,8 @@ func (c *counters) snapshot() Stats {
 		InFlight:            c.inFlight.Load(),
 		RealConns:           c.realConns.Load(),
 		RealConnsOpened:     c.realOpened.Load(),
+		RealConnsLent:       c.realsLent.Load(),
+		RealConnWaits:       c.realWaits.Load(),
 		Probes:              c.probes.Load(),
 		ProbeFailures:       c.probeFailures.Load(),
 		ProbeDuration:       c.probeDuration.snapshot(),

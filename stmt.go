@@ -42,6 +42,7 @@ var errStmtClosed = errors.New("sqlflight: statement is closed")
 // errors then surface when it first runs); anything else is prepared on the
 // real connection at once.
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.awake()
 	s := &stmt{c: c, query: query, scan: c.scan(query)}
 	if mask, ok := c.sc.stmtShape(); ok && s.lazy(mask) {
 		c.stmts++
@@ -183,6 +184,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 // QueryContext shares the statement's query like Conn.QueryContext; where
 // it must reach the database it runs the prepared statement.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.c.statement()
 	s.c.s.stats.queries.Add(1)
 	return s.c.query(ctx, s.query, s.scan, args, func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error) {
 		ps, err := s.prepared(ctx, rc)

@@ -281,6 +281,17 @@ func awaitVerdict(ctx context.Context, v *verdict) bool {
 	return false
 }
 
+// awaitVerdict is awaitVerdict on c's caller. Under Options.MaxConns its
+// real connection is lendable meanwhile: the probe may need it.
+func (c *conn) awaitVerdict(ctx context.Context, v *verdict) bool {
+	if v.known() || c.sc.spare.max <= 0 {
+		return awaitVerdict(ctx, v)
+	}
+	c.offer()
+	defer c.withdraw()
+	return awaitVerdict(ctx, v)
+}
+
 // probe asks the server for v and publishes it.
 func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	defer v.publish()
@@ -323,11 +334,10 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 // caller's) and gives it back, broken if f failed in a way that may have
 // left the session dirty.
 func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(*pgx.Conn) error) error {
-	rc, err := sc.spare.get(ctx, s)
+	rc, _, err := sc.anyReal(ctx, s)
 	if err != nil {
 		return err
 	}
-	sc.noteConn(rc)
 	c, ok := rc.(*stdlib.Conn)
 	if !ok {
 		sc.spare.put(rc, false, s)
