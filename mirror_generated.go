@@ -2436,21 +2436,21 @@ var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
 	8: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v}
 	},
 	9: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
 	},
 	10: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtQueryContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
 	},
 	11: func(v *stmt) driver.Stmt {
@@ -2458,14 +2458,14 @@ var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
 			driver.Stmt
 			driver.StmtExecContext
 			driver.StmtQueryContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
 	},
 	12: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
 	},
 	13: func(v *stmt) driver.Stmt {
@@ -2473,7 +2473,7 @@ var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
 			driver.Stmt
 			driver.StmtExecContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
 	},
 	14: func(v *stmt) driver.Stmt {
@@ -2481,7 +2481,7 @@ var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
 			driver.Stmt
 			driver.StmtQueryContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
 	},
 	15: func(v *stmt) driver.Stmt {
@@ -2490,7 +2490,7 @@ var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
 			driver.StmtExecContext
 			driver.StmtQueryContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v, v}
 	},
 }

@@ -58,7 +58,9 @@ var families = []family{
 			{"stmtExecCtx", "driver.StmtExecContext", "", ""},
 			{"stmtQueryCtx", "driver.StmtQueryContext", "", ""},
 			{"stmtNamedValueChecker", "driver.NamedValueChecker", "", ""},
-			{"stmtColumnConverter", "driver.ColumnConverter", "", ""},
+			// An embedded driver.ColumnConverter is a field named
+			// ColumnConverter, which hides its own method of that name.
+			{"stmtColumnConverter", "driver.ColumnConverter", "columnConverterFace", ""},
 		},
 	},
 	{
