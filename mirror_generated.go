@@ -7,96 +7,120 @@ import "database/sql/driver"
 // mirrorConn returns v as a value that implements connBase and exactly the optional
 // interfaces whose bits are set in mask.
 func mirrorConn(v *conn, mask uint16) driver.Conn {
-	switch mask {
-	case 0:
+	if int(mask) >= len(mirrorConnByMask) {
+		panic("sqlflight: bad interface mask")
+	}
+	return mirrorConnByMask[mask](v)
+}
+
+// mirrorConnByMask holds at index m the constructor of the wrapper that
+// exposes the optional interfaces of mask m: each is a function of its own
+// with a small stack frame.
+var mirrorConnByMask = [256]func(*conn) driver.Conn{
+	0: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 		}{v}
-	case 1:
+	},
+	1: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 		}{v, v}
-	case 2:
+	},
+	2: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 		}{v, v}
-	case 3:
+	},
+	3: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 		}{v, v, v}
-	case 4:
+	},
+	4: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 		}{v, v}
-	case 5:
+	},
+	5: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 		}{v, v, v}
-	case 6:
+	},
+	6: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 		}{v, v, v}
-	case 7:
+	},
+	7: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.QueryerContext
 		}{v, v, v, v}
-	case 8:
+	},
+	8: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 		}{v, v}
-	case 9:
+	},
+	9: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnPrepareContext
 		}{v, v, v}
-	case 10:
+	},
+	10: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnPrepareContext
 		}{v, v, v}
-	case 11:
+	},
+	11: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.ConnPrepareContext
 		}{v, v, v, v}
-	case 12:
+	},
+	12: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnPrepareContext
 		}{v, v, v}
-	case 13:
+	},
+	13: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 			driver.ConnPrepareContext
 		}{v, v, v, v}
-	case 14:
+	},
+	14: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 			driver.ConnPrepareContext
 		}{v, v, v, v}
-	case 15:
+	},
+	15: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -104,51 +128,59 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.QueryerContext
 			driver.ConnPrepareContext
 		}{v, v, v, v, v}
-	case 16:
+	},
+	16: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 		}{v, v}
-	case 17:
+	},
+	17: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnBeginTx
 		}{v, v, v}
-	case 18:
+	},
+	18: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnBeginTx
 		}{v, v, v}
-	case 19:
+	},
+	19: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 20:
+	},
+	20: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnBeginTx
 		}{v, v, v}
-	case 21:
+	},
+	21: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 22:
+	},
+	22: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 23:
+	},
+	23: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -156,27 +188,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.QueryerContext
 			driver.ConnBeginTx
 		}{v, v, v, v, v}
-	case 24:
+	},
+	24: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v}
-	case 25:
+	},
+	25: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 26:
+	},
+	26: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 27:
+	},
+	27: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -184,14 +220,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v, v}
-	case 28:
+	},
+	28: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v}
-	case 29:
+	},
+	29: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -199,7 +237,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v, v}
-	case 30:
+	},
+	30: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -207,7 +246,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v, v}
-	case 31:
+	},
+	31: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -216,51 +256,59 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 		}{v, v, v, v, v, v}
-	case 32:
+	},
+	32: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.SessionResetter
 		}{v, v}
-	case 33:
+	},
+	33: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.SessionResetter
 		}{v, v, v}
-	case 34:
+	},
+	34: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.SessionResetter
 		}{v, v, v}
-	case 35:
+	},
+	35: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 36:
+	},
+	36: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.SessionResetter
 		}{v, v, v}
-	case 37:
+	},
+	37: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 38:
+	},
+	38: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 39:
+	},
+	39: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -268,27 +316,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.QueryerContext
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 40:
+	},
+	40: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v}
-	case 41:
+	},
+	41: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 42:
+	},
+	42: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 43:
+	},
+	43: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -296,14 +348,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 44:
+	},
+	44: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 45:
+	},
+	45: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -311,7 +365,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 46:
+	},
+	46: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -319,7 +374,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 47:
+	},
+	47: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -328,27 +384,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.SessionResetter
 		}{v, v, v, v, v, v}
-	case 48:
+	},
+	48: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v}
-	case 49:
+	},
+	49: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 50:
+	},
+	50: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 51:
+	},
+	51: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -356,14 +416,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 52:
+	},
+	52: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 53:
+	},
+	53: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -371,7 +433,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 54:
+	},
+	54: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -379,7 +442,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 55:
+	},
+	55: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -388,14 +452,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v, v}
-	case 56:
+	},
+	56: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v}
-	case 57:
+	},
+	57: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -403,7 +469,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 58:
+	},
+	58: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -411,7 +478,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 59:
+	},
+	59: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -420,7 +488,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v, v}
-	case 60:
+	},
+	60: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -428,7 +497,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v}
-	case 61:
+	},
+	61: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -437,7 +507,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v, v}
-	case 62:
+	},
+	62: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -446,7 +517,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v, v}
-	case 63:
+	},
+	63: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -456,51 +528,59 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.SessionResetter
 		}{v, v, v, v, v, v, v}
-	case 64:
+	},
+	64: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Validator
 		}{v, v}
-	case 65:
+	},
+	65: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.Validator
 		}{v, v, v}
-	case 66:
+	},
+	66: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.Validator
 		}{v, v, v}
-	case 67:
+	},
+	67: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.Validator
 		}{v, v, v, v}
-	case 68:
+	},
+	68: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.Validator
 		}{v, v, v}
-	case 69:
+	},
+	69: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 			driver.Validator
 		}{v, v, v, v}
-	case 70:
+	},
+	70: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 			driver.Validator
 		}{v, v, v, v}
-	case 71:
+	},
+	71: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -508,27 +588,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.QueryerContext
 			driver.Validator
 		}{v, v, v, v, v}
-	case 72:
+	},
+	72: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v}
-	case 73:
+	},
+	73: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v}
-	case 74:
+	},
+	74: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v}
-	case 75:
+	},
+	75: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -536,14 +620,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v, v}
-	case 76:
+	},
+	76: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v}
-	case 77:
+	},
+	77: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -551,7 +637,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v, v}
-	case 78:
+	},
+	78: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -559,7 +646,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v, v}
-	case 79:
+	},
+	79: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -568,27 +656,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 80:
+	},
+	80: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v}
-	case 81:
+	},
+	81: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v}
-	case 82:
+	},
+	82: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v}
-	case 83:
+	},
+	83: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -596,14 +688,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 84:
+	},
+	84: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v}
-	case 85:
+	},
+	85: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -611,7 +705,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 86:
+	},
+	86: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -619,7 +714,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 87:
+	},
+	87: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -628,14 +724,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 88:
+	},
+	88: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v}
-	case 89:
+	},
+	89: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -643,7 +741,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 90:
+	},
+	90: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -651,7 +750,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 91:
+	},
+	91: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -660,7 +760,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 92:
+	},
+	92: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -668,7 +769,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v}
-	case 93:
+	},
+	93: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -677,7 +779,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 94:
+	},
+	94: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -686,7 +789,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 95:
+	},
+	95: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -696,27 +800,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 96:
+	},
+	96: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v}
-	case 97:
+	},
+	97: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v}
-	case 98:
+	},
+	98: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v}
-	case 99:
+	},
+	99: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -724,14 +832,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 100:
+	},
+	100: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v}
-	case 101:
+	},
+	101: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -739,7 +849,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 102:
+	},
+	102: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -747,7 +858,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 103:
+	},
+	103: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -756,14 +868,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 104:
+	},
+	104: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v}
-	case 105:
+	},
+	105: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -771,7 +885,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 106:
+	},
+	106: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -779,7 +894,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 107:
+	},
+	107: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -788,7 +904,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 108:
+	},
+	108: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -796,7 +913,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 109:
+	},
+	109: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -805,7 +923,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 110:
+	},
+	110: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -814,7 +933,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 111:
+	},
+	111: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -824,14 +944,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 112:
+	},
+	112: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v}
-	case 113:
+	},
+	113: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -839,7 +961,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 114:
+	},
+	114: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -847,7 +970,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 115:
+	},
+	115: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -856,7 +980,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 116:
+	},
+	116: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -864,7 +989,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 117:
+	},
+	117: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -873,7 +999,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 118:
+	},
+	118: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -882,7 +1009,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 119:
+	},
+	119: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -892,7 +1020,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 120:
+	},
+	120: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
@@ -900,7 +1029,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v}
-	case 121:
+	},
+	121: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -909,7 +1039,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 122:
+	},
+	122: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -918,7 +1049,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 123:
+	},
+	123: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -928,7 +1060,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 124:
+	},
+	124: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -937,7 +1070,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v}
-	case 125:
+	},
+	125: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -947,7 +1081,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 126:
+	},
+	126: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -957,7 +1092,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v}
-	case 127:
+	},
+	127: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -968,51 +1104,59 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.Validator
 		}{v, v, v, v, v, v, v, v}
-	case 128:
+	},
+	128: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.NamedValueChecker
 		}{v, v}
-	case 129:
+	},
+	129: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 130:
+	},
+	130: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 131:
+	},
+	131: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ExecerContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 132:
+	},
+	132: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 133:
+	},
+	133: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.QueryerContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 134:
+	},
+	134: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.QueryerContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 135:
+	},
+	135: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1020,27 +1164,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.QueryerContext
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 136:
+	},
+	136: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 137:
+	},
+	137: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 138:
+	},
+	138: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 139:
+	},
+	139: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1048,14 +1196,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 140:
+	},
+	140: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 141:
+	},
+	141: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1063,7 +1213,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 142:
+	},
+	142: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1071,7 +1222,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 143:
+	},
+	143: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1080,27 +1232,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnPrepareContext
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 144:
+	},
+	144: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 145:
+	},
+	145: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 146:
+	},
+	146: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 147:
+	},
+	147: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1108,14 +1264,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 148:
+	},
+	148: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 149:
+	},
+	149: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1123,7 +1281,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 150:
+	},
+	150: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1131,7 +1290,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 151:
+	},
+	151: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1140,14 +1300,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 152:
+	},
+	152: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 153:
+	},
+	153: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1155,7 +1317,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 154:
+	},
+	154: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1163,7 +1326,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 155:
+	},
+	155: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1172,7 +1336,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 156:
+	},
+	156: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1180,7 +1345,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 157:
+	},
+	157: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1189,7 +1355,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 158:
+	},
+	158: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1198,7 +1365,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 159:
+	},
+	159: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1208,27 +1376,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.ConnBeginTx
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 160:
+	},
+	160: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 161:
+	},
+	161: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 162:
+	},
+	162: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 163:
+	},
+	163: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1236,14 +1408,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 164:
+	},
+	164: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 165:
+	},
+	165: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1251,7 +1425,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 166:
+	},
+	166: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1259,7 +1434,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 167:
+	},
+	167: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1268,14 +1444,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 168:
+	},
+	168: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 169:
+	},
+	169: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1283,7 +1461,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 170:
+	},
+	170: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1291,7 +1470,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 171:
+	},
+	171: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1300,7 +1480,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 172:
+	},
+	172: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1308,7 +1489,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 173:
+	},
+	173: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1317,7 +1499,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 174:
+	},
+	174: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1326,7 +1509,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 175:
+	},
+	175: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1336,14 +1520,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 176:
+	},
+	176: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 177:
+	},
+	177: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1351,7 +1537,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 178:
+	},
+	178: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1359,7 +1546,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 179:
+	},
+	179: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1368,7 +1556,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 180:
+	},
+	180: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1376,7 +1565,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 181:
+	},
+	181: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1385,7 +1575,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 182:
+	},
+	182: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1394,7 +1585,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 183:
+	},
+	183: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1404,7 +1596,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 184:
+	},
+	184: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
@@ -1412,7 +1605,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 185:
+	},
+	185: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1421,7 +1615,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 186:
+	},
+	186: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1430,7 +1625,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 187:
+	},
+	187: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1440,7 +1636,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 188:
+	},
+	188: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1449,7 +1646,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 189:
+	},
+	189: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1459,7 +1657,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 190:
+	},
+	190: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1469,7 +1668,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 191:
+	},
+	191: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1480,27 +1680,31 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.SessionResetter
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 192:
+	},
+	192: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 193:
+	},
+	193: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 194:
+	},
+	194: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 195:
+	},
+	195: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1508,14 +1712,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 196:
+	},
+	196: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 197:
+	},
+	197: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1523,7 +1729,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 198:
+	},
+	198: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1531,7 +1738,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 199:
+	},
+	199: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1540,14 +1748,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 200:
+	},
+	200: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 201:
+	},
+	201: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1555,7 +1765,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 202:
+	},
+	202: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1563,7 +1774,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 203:
+	},
+	203: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1572,7 +1784,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 204:
+	},
+	204: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1580,7 +1793,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 205:
+	},
+	205: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1589,7 +1803,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 206:
+	},
+	206: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1598,7 +1813,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 207:
+	},
+	207: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1608,14 +1824,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 208:
+	},
+	208: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 209:
+	},
+	209: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1623,7 +1841,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 210:
+	},
+	210: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1631,7 +1850,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 211:
+	},
+	211: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1640,7 +1860,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 212:
+	},
+	212: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1648,7 +1869,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 213:
+	},
+	213: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1657,7 +1879,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 214:
+	},
+	214: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1666,7 +1889,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 215:
+	},
+	215: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1676,7 +1900,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 216:
+	},
+	216: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
@@ -1684,7 +1909,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 217:
+	},
+	217: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1693,7 +1919,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 218:
+	},
+	218: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1702,7 +1929,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 219:
+	},
+	219: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1712,7 +1940,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 220:
+	},
+	220: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1721,7 +1950,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 221:
+	},
+	221: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1731,7 +1961,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 222:
+	},
+	222: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1741,7 +1972,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 223:
+	},
+	223: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1752,14 +1984,16 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 224:
+	},
+	224: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.SessionResetter
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 225:
+	},
+	225: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1767,7 +2001,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 226:
+	},
+	226: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1775,7 +2010,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 227:
+	},
+	227: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1784,7 +2020,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 228:
+	},
+	228: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1792,7 +2029,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 229:
+	},
+	229: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1801,7 +2039,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 230:
+	},
+	230: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1810,7 +2049,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 231:
+	},
+	231: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1820,7 +2060,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 232:
+	},
+	232: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
@@ -1828,7 +2069,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 233:
+	},
+	233: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1837,7 +2079,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 234:
+	},
+	234: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1846,7 +2089,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 235:
+	},
+	235: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1856,7 +2100,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 236:
+	},
+	236: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1865,7 +2110,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 237:
+	},
+	237: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1875,7 +2121,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 238:
+	},
+	238: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1885,7 +2132,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 239:
+	},
+	239: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1896,7 +2144,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 240:
+	},
+	240: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnBeginTx
@@ -1904,7 +2153,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v}
-	case 241:
+	},
+	241: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1913,7 +2163,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 242:
+	},
+	242: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1922,7 +2173,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 243:
+	},
+	243: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1932,7 +2184,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 244:
+	},
+	244: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -1941,7 +2194,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 245:
+	},
+	245: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1951,7 +2205,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 246:
+	},
+	246: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -1961,7 +2216,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 247:
+	},
+	247: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1972,7 +2228,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 248:
+	},
+	248: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ConnPrepareContext
@@ -1981,7 +2238,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v}
-	case 249:
+	},
+	249: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -1991,7 +2249,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 250:
+	},
+	250: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -2001,7 +2260,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 251:
+	},
+	251: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -2012,7 +2272,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 252:
+	},
+	252: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.QueryerContext
@@ -2022,7 +2283,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v}
-	case 253:
+	},
+	253: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -2033,7 +2295,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 254:
+	},
+	254: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.ExecerContext
@@ -2044,7 +2307,8 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v}
-	case 255:
+	},
+	255: func(v *conn) driver.Conn {
 		return struct {
 			connBase
 			driver.Pinger
@@ -2056,12 +2320,10 @@ func mirrorConn(v *conn, mask uint16) driver.Conn {
 			driver.Validator
 			driver.NamedValueChecker
 		}{v, v, v, v, v, v, v, v, v}
-	default:
-		panic("sqlflight: bad interface mask")
-	}
+	},
 }
 
-// Bits of the optional interfaces, in the order of the constructor's switch.
+// Bits of mirrorConn's mask, one per optional interface.
 const (
 	connPinger uint16 = 1 << iota
 	connExecer
@@ -2109,109 +2371,131 @@ const mirrorConnAll uint16 = 1<<8 - 1
 // mirrorStmt returns v as a value that implements driver.Stmt and exactly the optional
 // interfaces whose bits are set in mask.
 func mirrorStmt(v *stmt, mask uint16) driver.Stmt {
-	switch mask {
-	case 0:
+	if int(mask) >= len(mirrorStmtByMask) {
+		panic("sqlflight: bad interface mask")
+	}
+	return mirrorStmtByMask[mask](v)
+}
+
+// mirrorStmtByMask holds at index m the constructor of the wrapper that
+// exposes the optional interfaces of mask m: each is a function of its own
+// with a small stack frame.
+var mirrorStmtByMask = [16]func(*stmt) driver.Stmt{
+	0: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 		}{v}
-	case 1:
+	},
+	1: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 		}{v, v}
-	case 2:
+	},
+	2: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtQueryContext
 		}{v, v}
-	case 3:
+	},
+	3: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.StmtQueryContext
 		}{v, v, v}
-	case 4:
+	},
+	4: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.NamedValueChecker
 		}{v, v}
-	case 5:
+	},
+	5: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 6:
+	},
+	6: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtQueryContext
 			driver.NamedValueChecker
 		}{v, v, v}
-	case 7:
+	},
+	7: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.StmtQueryContext
 			driver.NamedValueChecker
 		}{v, v, v, v}
-	case 8:
+	},
+	8: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v}
-	case 9:
+	},
+	9: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
-	case 10:
+	},
+	10: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtQueryContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
-	case 11:
+	},
+	11: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.StmtQueryContext
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
-	case 12:
+	},
+	12: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v}
-	case 13:
+	},
+	13: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
-	case 14:
+	},
+	14: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtQueryContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v}
-	case 15:
+	},
+	15: func(v *stmt) driver.Stmt {
 		return struct {
 			driver.Stmt
 			driver.StmtExecContext
 			driver.StmtQueryContext
 			driver.NamedValueChecker
-			driver.ColumnConverter
+			columnConverterFace
 		}{v, v, v, v, v}
-	default:
-		panic("sqlflight: bad interface mask")
-	}
+	},
 }
 
-// Bits of the optional interfaces, in the order of the constructor's switch.
+// Bits of mirrorStmt's mask, one per optional interface.
 const (
 	stmtExecCtx uint16 = 1 << iota
 	stmtQueryCtx

@@ -9,96 +9,120 @@ import "database/sql/driver"
 // mirrorRows returns v as a value that implements driver.Rows and exactly the optional
 // interfaces whose bits are set in mask.
 func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
-	switch mask {
-	case 0:
+	if int(mask) >= len(mirrorRowsByMask) {
+		panic("sqlflight: bad interface mask")
+	}
+	return mirrorRowsByMask[mask](v)
+}
+
+// mirrorRowsByMask holds at index m the constructor of the wrapper that
+// exposes the optional interfaces of mask m: each is a function of its own
+// with a small stack frame.
+var mirrorRowsByMask = [64]func(rowsImpl) driver.Rows{
+	0: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 		}{v}
-	case 1:
+	},
+	1: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 		}{v, v}
-	case 2:
+	},
+	2: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 		}{v, v}
-	case 3:
+	},
+	3: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 		}{v, v, v}
-	case 4:
+	},
+	4: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 		}{v, v}
-	case 5:
+	},
+	5: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 		}{v, v, v}
-	case 6:
+	},
+	6: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 		}{v, v, v}
-	case 7:
+	},
+	7: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			databaseTypeNameFace
 		}{v, v, v, v}
-	case 8:
+	},
+	8: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 		}{v, v}
-	case 9:
+	},
+	9: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 		}{v, v, v}
-	case 10:
+	},
+	10: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 		}{v, v, v}
-	case 11:
+	},
+	11: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			lengthFace
 		}{v, v, v, v}
-	case 12:
+	},
+	12: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v}
-	case 13:
+	},
+	13: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v}
-	case 14:
+	},
+	14: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v}
-	case 15:
+	},
+	15: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -106,51 +130,59 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v, v}
-	case 16:
+	},
+	16: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 		}{v, v}
-	case 17:
+	},
+	17: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			nullableFace
 		}{v, v, v}
-	case 18:
+	},
+	18: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			nullableFace
 		}{v, v, v}
-	case 19:
+	},
+	19: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			nullableFace
 		}{v, v, v, v}
-	case 20:
+	},
+	20: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v}
-	case 21:
+	},
+	21: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v}
-	case 22:
+	},
+	22: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v}
-	case 23:
+	},
+	23: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -158,27 +190,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 24:
+	},
+	24: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			nullableFace
 		}{v, v, v}
-	case 25:
+	},
+	25: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 26:
+	},
+	26: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 27:
+	},
+	27: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -186,14 +222,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 28:
+	},
+	28: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 29:
+	},
+	29: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -201,7 +239,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 30:
+	},
+	30: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -209,7 +248,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 31:
+	},
+	31: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -218,51 +258,59 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v, v}
-	case 32:
+	},
+	32: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			precisionScaleFace
 		}{v, v}
-	case 33:
+	},
+	33: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			precisionScaleFace
 		}{v, v, v}
-	case 34:
+	},
+	34: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			precisionScaleFace
 		}{v, v, v}
-	case 35:
+	},
+	35: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 36:
+	},
+	36: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v}
-	case 37:
+	},
+	37: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 38:
+	},
+	38: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 39:
+	},
+	39: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -270,27 +318,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 40:
+	},
+	40: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			precisionScaleFace
 		}{v, v, v}
-	case 41:
+	},
+	41: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 42:
+	},
+	42: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 43:
+	},
+	43: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -298,14 +350,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 44:
+	},
+	44: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 45:
+	},
+	45: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -313,7 +367,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 46:
+	},
+	46: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -321,7 +376,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 47:
+	},
+	47: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -330,27 +386,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 48:
+	},
+	48: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 			precisionScaleFace
 		}{v, v, v}
-	case 49:
+	},
+	49: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 50:
+	},
+	50: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 51:
+	},
+	51: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -358,14 +418,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 52:
+	},
+	52: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 53:
+	},
+	53: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -373,7 +435,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 54:
+	},
+	54: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -381,7 +444,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 55:
+	},
+	55: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -390,14 +454,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 56:
+	},
+	56: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 57:
+	},
+	57: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -405,7 +471,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 58:
+	},
+	58: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -413,7 +480,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 59:
+	},
+	59: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -422,7 +490,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 60:
+	},
+	60: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -430,7 +499,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 61:
+	},
+	61: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -439,7 +509,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 62:
+	},
+	62: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -448,7 +519,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 63:
+	},
+	63: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -458,12 +530,10 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v, v}
-	default:
-		panic("sqlflight: bad interface mask")
-	}
+	},
 }
 
-// Bits of the optional interfaces, in the order of the constructor's switch.
+// Bits of mirrorRows's mask, one per optional interface.
 const (
 	rowsNextResultSet uint16 = 1 << iota
 	rowsScanType

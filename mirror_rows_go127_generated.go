@@ -9,96 +9,120 @@ import "database/sql/driver"
 // mirrorRows returns v as a value that implements driver.Rows and exactly the optional
 // interfaces whose bits are set in mask.
 func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
-	switch mask {
-	case 0:
+	if int(mask) >= len(mirrorRowsByMask) {
+		panic("sqlflight: bad interface mask")
+	}
+	return mirrorRowsByMask[mask](v)
+}
+
+// mirrorRowsByMask holds at index m the constructor of the wrapper that
+// exposes the optional interfaces of mask m: each is a function of its own
+// with a small stack frame.
+var mirrorRowsByMask = [128]func(rowsImpl) driver.Rows{
+	0: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 		}{v}
-	case 1:
+	},
+	1: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 		}{v, v}
-	case 2:
+	},
+	2: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 		}{v, v}
-	case 3:
+	},
+	3: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 		}{v, v, v}
-	case 4:
+	},
+	4: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 		}{v, v}
-	case 5:
+	},
+	5: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 		}{v, v, v}
-	case 6:
+	},
+	6: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 		}{v, v, v}
-	case 7:
+	},
+	7: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			databaseTypeNameFace
 		}{v, v, v, v}
-	case 8:
+	},
+	8: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 		}{v, v}
-	case 9:
+	},
+	9: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 		}{v, v, v}
-	case 10:
+	},
+	10: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 		}{v, v, v}
-	case 11:
+	},
+	11: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			lengthFace
 		}{v, v, v, v}
-	case 12:
+	},
+	12: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v}
-	case 13:
+	},
+	13: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v}
-	case 14:
+	},
+	14: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v}
-	case 15:
+	},
+	15: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -106,51 +130,59 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			lengthFace
 		}{v, v, v, v, v}
-	case 16:
+	},
+	16: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 		}{v, v}
-	case 17:
+	},
+	17: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			nullableFace
 		}{v, v, v}
-	case 18:
+	},
+	18: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			nullableFace
 		}{v, v, v}
-	case 19:
+	},
+	19: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			nullableFace
 		}{v, v, v, v}
-	case 20:
+	},
+	20: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v}
-	case 21:
+	},
+	21: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v}
-	case 22:
+	},
+	22: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v}
-	case 23:
+	},
+	23: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -158,27 +190,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 24:
+	},
+	24: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			nullableFace
 		}{v, v, v}
-	case 25:
+	},
+	25: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 26:
+	},
+	26: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 27:
+	},
+	27: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -186,14 +222,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 28:
+	},
+	28: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 			nullableFace
 		}{v, v, v, v}
-	case 29:
+	},
+	29: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -201,7 +239,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 30:
+	},
+	30: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -209,7 +248,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v}
-	case 31:
+	},
+	31: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -218,51 +258,59 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			nullableFace
 		}{v, v, v, v, v, v}
-	case 32:
+	},
+	32: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			precisionScaleFace
 		}{v, v}
-	case 33:
+	},
+	33: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			precisionScaleFace
 		}{v, v, v}
-	case 34:
+	},
+	34: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			precisionScaleFace
 		}{v, v, v}
-	case 35:
+	},
+	35: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 36:
+	},
+	36: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v}
-	case 37:
+	},
+	37: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 38:
+	},
+	38: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 39:
+	},
+	39: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -270,27 +318,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 40:
+	},
+	40: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			precisionScaleFace
 		}{v, v, v}
-	case 41:
+	},
+	41: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 42:
+	},
+	42: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 43:
+	},
+	43: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -298,14 +350,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 44:
+	},
+	44: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 45:
+	},
+	45: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -313,7 +367,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 46:
+	},
+	46: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -321,7 +376,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 47:
+	},
+	47: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -330,27 +386,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 48:
+	},
+	48: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 			precisionScaleFace
 		}{v, v, v}
-	case 49:
+	},
+	49: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 50:
+	},
+	50: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 51:
+	},
+	51: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -358,14 +418,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 52:
+	},
+	52: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 53:
+	},
+	53: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -373,7 +435,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 54:
+	},
+	54: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -381,7 +444,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 55:
+	},
+	55: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -390,14 +454,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 56:
+	},
+	56: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v}
-	case 57:
+	},
+	57: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -405,7 +471,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 58:
+	},
+	58: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -413,7 +480,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 59:
+	},
+	59: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -422,7 +490,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 60:
+	},
+	60: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -430,7 +499,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v}
-	case 61:
+	},
+	61: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -439,7 +509,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 62:
+	},
+	62: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -448,7 +519,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v}
-	case 63:
+	},
+	63: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -458,51 +530,59 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			precisionScaleFace
 		}{v, v, v, v, v, v, v}
-	case 64:
+	},
+	64: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			columnScannerFace
 		}{v, v}
-	case 65:
+	},
+	65: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			columnScannerFace
 		}{v, v, v}
-	case 66:
+	},
+	66: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			columnScannerFace
 		}{v, v, v}
-	case 67:
+	},
+	67: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			scanTypeFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 68:
+	},
+	68: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			columnScannerFace
 		}{v, v, v}
-	case 69:
+	},
+	69: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			databaseTypeNameFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 70:
+	},
+	70: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			databaseTypeNameFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 71:
+	},
+	71: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -510,27 +590,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			databaseTypeNameFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 72:
+	},
+	72: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			columnScannerFace
 		}{v, v, v}
-	case 73:
+	},
+	73: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 74:
+	},
+	74: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 75:
+	},
+	75: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -538,14 +622,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 76:
+	},
+	76: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 77:
+	},
+	77: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -553,7 +639,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 78:
+	},
+	78: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -561,7 +648,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 79:
+	},
+	79: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -570,27 +658,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			lengthFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 80:
+	},
+	80: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 			columnScannerFace
 		}{v, v, v}
-	case 81:
+	},
+	81: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 82:
+	},
+	82: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 83:
+	},
+	83: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -598,14 +690,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 84:
+	},
+	84: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 85:
+	},
+	85: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -613,7 +707,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 86:
+	},
+	86: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -621,7 +716,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 87:
+	},
+	87: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -630,14 +726,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 88:
+	},
+	88: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 89:
+	},
+	89: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -645,7 +743,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 90:
+	},
+	90: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -653,7 +752,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 91:
+	},
+	91: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -662,7 +762,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 92:
+	},
+	92: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -670,7 +771,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 93:
+	},
+	93: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -679,7 +781,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 94:
+	},
+	94: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -688,7 +791,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 95:
+	},
+	95: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -698,27 +802,31 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			nullableFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 96:
+	},
+	96: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v}
-	case 97:
+	},
+	97: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 98:
+	},
+	98: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 99:
+	},
+	99: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -726,14 +834,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 100:
+	},
+	100: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 101:
+	},
+	101: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -741,7 +851,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 102:
+	},
+	102: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -749,7 +860,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 103:
+	},
+	103: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -758,14 +870,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 104:
+	},
+	104: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 105:
+	},
+	105: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -773,7 +887,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 106:
+	},
+	106: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -781,7 +896,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 107:
+	},
+	107: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -790,7 +906,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 108:
+	},
+	108: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -798,7 +915,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 109:
+	},
+	109: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -807,7 +925,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 110:
+	},
+	110: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -816,7 +935,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 111:
+	},
+	111: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -826,14 +946,16 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 112:
+	},
+	112: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nullableFace
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v}
-	case 113:
+	},
+	113: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -841,7 +963,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 114:
+	},
+	114: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -849,7 +972,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 115:
+	},
+	115: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -858,7 +982,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 116:
+	},
+	116: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -866,7 +991,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 117:
+	},
+	117: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -875,7 +1001,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 118:
+	},
+	118: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -884,7 +1011,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 119:
+	},
+	119: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -894,7 +1022,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 120:
+	},
+	120: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			lengthFace
@@ -902,7 +1031,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v}
-	case 121:
+	},
+	121: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -911,7 +1041,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 122:
+	},
+	122: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -920,7 +1051,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 123:
+	},
+	123: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -930,7 +1062,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 124:
+	},
+	124: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			databaseTypeNameFace
@@ -939,7 +1072,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v}
-	case 125:
+	},
+	125: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -949,7 +1083,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 126:
+	},
+	126: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			scanTypeFace
@@ -959,7 +1094,8 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v}
-	case 127:
+	},
+	127: func(v rowsImpl) driver.Rows {
 		return struct {
 			driver.Rows
 			nextResultSetFace
@@ -970,12 +1106,10 @@ func mirrorRows(v rowsImpl, mask uint16) driver.Rows {
 			precisionScaleFace
 			columnScannerFace
 		}{v, v, v, v, v, v, v, v}
-	default:
-		panic("sqlflight: bad interface mask")
-	}
+	},
 }
 
-// Bits of the optional interfaces, in the order of the constructor's switch.
+// Bits of mirrorRows's mask, one per optional interface.
 const (
 	rowsNextResultSet uint16 = 1 << iota
 	rowsScanType

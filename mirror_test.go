@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
+	"math/bits"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,37 @@ func TestMirrorsSqlmock(t *testing.T) {
 func TestReplayUnknownMaskBits(t *testing.T) {
 	r := newReplay(&result{mask: 0xffff, sets: []resultSet{{names: []string{"a"}, cols: make([]column, 1)}}})
 	sameFaces(t, "replay of every bit", rowsFacesList, rowsImpl(&replay{}), r)
+}
+
+// Every mask builds the wrapper of exactly its bits, whichever parent will
+// ever produce it; a mask with an unknown bit is refused.
+func TestMirrorEveryMask(t *testing.T) {
+	everyMask(t, "conn", connFacesList, mirrorConnAll, func(m uint16) any { return mirrorConn(&conn{}, m) })
+	everyMask(t, "stmt", stmtFacesList, mirrorStmtAll, func(m uint16) any { return mirrorStmt(&stmt{}, m) })
+	everyMask(t, "rows", rowsFacesList, mirrorRowsAll, func(m uint16) any { return mirrorRows(&replay{}, m) })
+	defer func() {
+		if recover() == nil {
+			t.Error("mask with an unknown bit: no panic")
+		}
+	}()
+	mirrorConn(&conn{}, mirrorConnAll+1)
+}
+
+// everyMask checks that for every mask up to all, build returns a value
+// that has face i of faces exactly when bit i of the mask is set.
+func everyMask(t *testing.T, what string, faces []face, all uint16, build func(uint16) any) {
+	t.Helper()
+	if bits.Len16(all) != len(faces) {
+		t.Fatalf("%s: %d faces listed, %d bits in the masks", what, len(faces), bits.Len16(all))
+	}
+	for m := range all + 1 {
+		v := build(m)
+		for i, f := range faces {
+			if want := m&(1<<i) != 0; f.has(v) != want {
+				t.Errorf("%s mask %b: %s %v, want %v", what, m, f.name, !want, want)
+			}
+		}
+	}
 }
 
 // TestMirrorsPgx needs a Postgres (SQLFLIGHT_POSTGRES_DSN).

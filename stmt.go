@@ -35,6 +35,13 @@ var (
 	_ driver.ColumnConverter   = (*stmt)(nil) //nolint:staticcheck // mirrored when the parent has it
 )
 
+// columnConverterFace is driver.ColumnConverter under another name: a
+// wrapper that embedded driver.ColumnConverter would have a field named
+// ColumnConverter and no such method.
+type columnConverterFace interface {
+	ColumnConverter(idx int) driver.ValueConverter
+}
+
 var errStmtClosed = errors.New("sqlflight: statement is closed")
 
 // PrepareContext prepares query. Once the scope knows the shape of its

@@ -4,6 +4,12 @@
 // mask. Go cannot add methods at run time, so every combination is a struct
 // type that embeds the base interface plus the optional ones it claims.
 //
+// Each combination is built by a small function of its own, found in a table
+// indexed by the mask. One function with a case per combination would need a
+// stack frame big enough for the largest of them all (20 KiB for the
+// connection's 256), and every goroutine calling it would have its stack
+// grown and copied.
+//
 // Run it with `go generate` from the repository root.
 package main
 
@@ -52,7 +58,9 @@ var families = []family{
 			{"stmtExecCtx", "driver.StmtExecContext", "", ""},
 			{"stmtQueryCtx", "driver.StmtQueryContext", "", ""},
 			{"stmtNamedValueChecker", "driver.NamedValueChecker", "", ""},
-			{"stmtColumnConverter", "driver.ColumnConverter", "", ""},
+			// An embedded driver.ColumnConverter is a field named
+			// ColumnConverter, which hides its own method of that name.
+			{"stmtColumnConverter", "driver.ColumnConverter", "columnConverterFace", ""},
 		},
 	},
 	{
@@ -124,11 +132,18 @@ func write(name, tag string, fams []family) {
 	}
 	b.WriteString("package sqlflight\n\nimport \"database/sql/driver\"\n\n")
 	for _, f := range fams {
+		table := f.fn + "ByMask"
 		fmt.Fprintf(&b, "// %s returns v as a value that implements %s and exactly the optional\n", f.fn, f.base)
 		fmt.Fprintf(&b, "// interfaces whose bits are set in mask.\n")
-		fmt.Fprintf(&b, "func %s(v %s, mask uint16) %s {\n\tswitch mask {\n", f.fn, f.impl, f.ret)
+		fmt.Fprintf(&b, "func %s(v %s, mask uint16) %s {\n", f.fn, f.impl, f.ret)
+		fmt.Fprintf(&b, "\tif int(mask) >= len(%s) {\n\t\tpanic(\"sqlflight: bad interface mask\")\n\t}\n", table)
+		fmt.Fprintf(&b, "\treturn %s[mask](v)\n}\n\n", table)
+		fmt.Fprintf(&b, "// %s holds at index m the constructor of the wrapper that\n", table)
+		fmt.Fprintf(&b, "// exposes the optional interfaces of mask m: each is a function of its own\n")
+		fmt.Fprintf(&b, "// with a small stack frame.\n")
+		fmt.Fprintf(&b, "var %s = [%d]func(%s) %s{\n", table, 1<<len(f.faces), f.impl, f.ret)
 		for m := 0; m < 1<<len(f.faces); m++ {
-			fmt.Fprintf(&b, "\tcase %d:\n\t\treturn struct {\n\t\t\t%s\n", m, f.base)
+			fmt.Fprintf(&b, "\t%d: func(v %s) %s {\n\t\treturn struct {\n\t\t\t%s\n", m, f.impl, f.ret, f.base)
 			vals := "v"
 			for i, fc := range f.faces {
 				if m&(1<<i) != 0 {
@@ -140,10 +155,10 @@ func write(name, tag string, fams []family) {
 					vals += ", v"
 				}
 			}
-			fmt.Fprintf(&b, "\t\t}{%s}\n", vals)
+			fmt.Fprintf(&b, "\t\t}{%s}\n\t},\n", vals)
 		}
-		b.WriteString("\tdefault:\n\t\tpanic(\"sqlflight: bad interface mask\")\n\t}\n}\n\n")
-		b.WriteString("// Bits of the optional interfaces, in the order of the constructor's switch.\nconst (\n")
+		b.WriteString("}\n\n")
+		fmt.Fprintf(&b, "// Bits of %s's mask, one per optional interface.\nconst (\n", f.fn)
 		for i, fc := range f.faces {
 			if i == 0 {
 				fmt.Fprintf(&b, "\t%s uint16 = 1 << iota\n", fc.bit)
