@@ -1,6 +1,9 @@
 // Command bench runs raw pgx, a hand-wired x/sync singleflight, a hand-wired
 // sturdyc cache and sqlflight side by side against one PostgreSQL, in one
 // process and one run, and prints a Markdown report of ratios vs raw pgx.
+// The herd also runs the ideal in-driver floor (floor.go), a driver with no
+// database that coalesces inside QueryContext, and compares each p99 with
+// its own.
 //
 //	go run ./bench -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //
