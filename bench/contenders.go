@@ -41,7 +41,8 @@ type contender interface {
 // openArgs is what a contender is opened with.
 type openArgs struct {
 	dsn         string
-	maxConns    int
+	maxConns    int           // 0 leaves database/sql's pool as it comes (no cap, 2 idle)
+	origin      time.Duration // the herd query's duration (the floor's timer)
 	ttl         time.Duration
 	feed        sqlflight.FeedMode
 	publication string // the replication feed's publication (sqlflight with FeedReplication)
@@ -54,6 +55,11 @@ type contenderKind struct {
 	// prepares what it needs on the bench table (a publication, the
 	// triggers) before opening and removes it after closing.
 	feed sqlflight.FeedMode
+	// defaultPool leaves the herd contender's database/sql pool as it comes
+	// instead of capping it at -maxconns.
+	defaultPool bool
+	// ann is the herd query's annotation ("ttl=1m" when empty).
+	ann string
 }
 
 // kinds are the contenders of every workload.
@@ -62,6 +68,25 @@ var kinds = []contenderKind{
 	{name: "x/sync singleflight", open: openSingleflightC},
 	{name: "sturdyc", open: openSturdyC},
 	{name: "sqlflight", open: openFlightC},
+}
+
+// herdKinds are the contenders of the herd workload, each on a warm handle:
+// raw pgx and sturdyc for scale, the ideal in-driver floor, and
+// singleflight and sqlflight (coalescing only, and caching) each with
+// database/sql's default pool and with a pool capped at maxConns.
+func herdKinds(maxConns int) []contenderKind {
+	capped := fmt.Sprintf("SetMaxOpenConns(%d)", maxConns)
+	return []contenderKind{
+		{name: "raw pgx, " + capped, open: openRawC},
+		{name: "ideal in-driver floor (no database), default pool", open: openFloorC, defaultPool: true},
+		{name: "x/sync singleflight, default pool", open: openSingleflightC, defaultPool: true},
+		{name: "x/sync singleflight, " + capped, open: openSingleflightC},
+		{name: "sturdyc, " + capped, open: openSturdyC},
+		{name: "sqlflight `coalesce`, default pool", open: openFlightC, defaultPool: true, ann: "coalesce"},
+		{name: "sqlflight `coalesce`, " + capped, open: openFlightC, ann: "coalesce"},
+		{name: "sqlflight `soft=1m`, default pool", open: openFlightC, defaultPool: true, ann: "soft=1m"},
+		{name: "sqlflight `soft=1m`, " + capped, open: openFlightC, ann: "soft=1m"},
+	}
 }
 
 // outsideKinds are the contenders of the Zipf mix whose writes a plain pgx
@@ -128,9 +153,17 @@ func openPool(dsn string, maxConns int) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
+	capPool(db, maxConns)
 	return db, nil
+}
+
+// capPool caps db at maxConns open and idle connections; 0 leaves it as
+// database/sql makes it.
+func capPool(db *sql.DB, maxConns int) {
+	if maxConns > 0 {
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+	}
 }
 
 // --- raw pgx ---
@@ -247,8 +280,7 @@ func openFlightC(a openArgs) (contender, error) {
 		return nil, err
 	}
 	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), sqlflight.Options{Feed: a.feed, FeedPublication: a.publication})
-	db.SetMaxOpenConns(a.maxConns)
-	db.SetMaxIdleConns(a.maxConns)
+	capPool(db, a.maxConns)
 	return &flightC{db: db, sh: sqlflight.ShieldOf(db)}, nil
 }
 func (c *flightC) read(ctx context.Context, q string, args ...any) ([]row, error) {

@@ -1,6 +1,9 @@
 // Command bench runs raw pgx, a hand-wired x/sync singleflight, a hand-wired
 // sturdyc cache and sqlflight side by side against one PostgreSQL, in one
 // process and one run, and prints a Markdown report of ratios vs raw pgx.
+// The herd also runs the ideal in-driver floor (floor.go), a driver with no
+// database that coalesces inside QueryContext, and compares each p99 with
+// its own.
 //
 //	go run ./bench -dsn postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //
@@ -68,6 +71,8 @@ type result struct {
 	mean    float64 // ns/op (wall, per caller)
 	p50     time.Duration
 	p99     time.Duration
+	perHerd []int64       // origin executions of each herd (herd workload)
+	floor   bool          // the ideal in-driver floor: its origins are its own timers
 	waited  int64         // reads that waited on the database (reads − cache hits)
 	allocs  float64       // heap allocations per op (process-wide runtime.MemStats)
 	stale   int64         // reads older than the last write committed before they began
@@ -87,7 +92,8 @@ type env struct {
 	wseq  string // bumped by every write
 	cnt   string // read counter function
 	wcnt  string // write counter function
-	slow  string // ~herdSleep function
+	slow  string // ~herdSleep function, one row
+	herd  string // ~herdSleep function, herdRowCount rows
 	pub   string // the replication feed's publication (FOR TABLE table), while one runs
 	known []atomic.Int64
 	// commits[id] holds when each version of row id was seen committed
@@ -104,8 +110,8 @@ func main() {
 	var c config
 	flag.StringVar(&c.dsn, "dsn", os.Getenv("SQLFLIGHT_POSTGRES_DSN"), "PostgreSQL DSN")
 	flag.IntVar(&c.maxConns, "maxconns", 40, "max open connections of each contender's pool (max_connections is shared)")
-	flag.IntVar(&c.herdCallers, "herd-callers", 1000, "cold herd: callers released at once")
-	flag.IntVar(&c.herdRounds, "herd-rounds", 3, "cold herd: rounds (a new key each)")
+	flag.IntVar(&c.herdCallers, "herd-callers", 1000, "herd: callers released at once")
+	flag.IntVar(&c.herdRounds, "herd-rounds", 5, "herd: rounds (a new key each); the table shows medians over them")
 	flag.DurationVar(&c.herdSleep, "slow", 20*time.Millisecond, "duration of the slow query")
 	flag.IntVar(&c.expReaders, "exp-readers", 200, "expiry herd: paced readers")
 	flag.DurationVar(&c.expEvery, "exp-every", 5*time.Millisecond, "expiry herd: one read per reader each")
@@ -172,7 +178,7 @@ func run(c config) error {
 	fmt.Printf("- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("- machine: %d CPUs (runtime.NumCPU), GOMAXPROCS %d, %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Printf("- PostgreSQL: %s (max_connections %s)\n", pgVersion, maxConn)
-	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) (max_connections is shared by the run; raw pgx's herd would otherwise exceed it); pools are pre-warmed to that size\n", c.maxConns)
+	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) and SetMaxIdleConns(%[1]d) (max_connections is shared by the run; raw pgx's herd would otherwise exceed it); pools are pre-warmed to that size, except in the herd (see there)\n", c.maxConns)
 	fmt.Printf("- origin executions are counted in PostgreSQL (plpgsql functions bumping a sequence); \"waited on DB\" = reads − cache hits (origin callers + flight followers); allocs/op are process-wide runtime.MemStats mallocs ÷ ops\n")
 	fmt.Printf("- cells are `value (ratio vs raw pgx)`\n")
 	fmt.Printf("- Zipf mix: a read is stale when it returns a version older than the newest one whose write had returned (committed) before the read began; \"stale > %v\" counts those that began more than %v after the first write they missed returned, \"oldest\" is the most any stale read began after it\n\n", c.zipfLag, c.zipfLag)
@@ -181,21 +187,22 @@ func run(c config) error {
 		name, title string
 		f           func(context.Context, *env, contenderKind) (result, error)
 		kinds       []contenderKind
+		extra       func([]result) []column // the workload's own columns
 	}
 	shape := "reads and writes by id = $1"
 	if c.zipfRange {
 		shape = "reads by id range (table-level), writes by id = $1"
 	}
 	wls := []wl{
-		{"herd", fmt.Sprintf("1. Cold herd: %d callers × %d rounds, one new key per round, ~%v query, cache TTL 1m", c.herdCallers, c.herdRounds, c.herdSleep), coldHerd, nil},
-		{"expiry", fmt.Sprintf("2. Expiry herd: %d readers, one read each %v for %v, ~%v query, soft %v (sqlflight hard %v; sturdyc TTL %v)", c.expReaders, c.expEvery, c.expFor, c.herdSleep, c.expSoft, c.expHard, c.expSoft), expiryHerd, nil},
-		{"hit", fmt.Sprintf("3a. Hit path, 1 row: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 1) }, nil},
-		{"hit", fmt.Sprintf("3b. Hit path, 25 rows: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 25) }, nil},
-		{"write", fmt.Sprintf("4. Pass-through writes: %d sequential `UPDATE … RETURNING` (caches invalidate the read key)", c.writeIters), writes, nil},
+		{"herd", fmt.Sprintf("1. Herd on a warm handle: %d callers × %d herds, one new key per herd, a ~%v plpgsql query returning %d rows; medians over the herds. Warm: the handle ran the query once before (its connection is open). Default pool: database/sql's (no cap, 2 idle); capped: SetMaxOpenConns(%d), SetMaxIdleConns(%[5]d). Annotation `ttl=1m` unless named", c.herdCallers, c.herdRounds, c.herdSleep, herdRowCount, c.maxConns), herd, herdKinds(c.maxConns), herdColumns(c)},
+		{"expiry", fmt.Sprintf("2. Expiry herd: %d readers, one read each %v for %v, ~%v query, soft %v (sqlflight hard %v; sturdyc TTL %v)", c.expReaders, c.expEvery, c.expFor, c.herdSleep, c.expSoft, c.expHard, c.expSoft), expiryHerd, nil, nil},
+		{"hit", fmt.Sprintf("3a. Hit path, 1 row: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 1) }, nil, nil},
+		{"hit", fmt.Sprintf("3b. Hit path, 25 rows: %d sequential reads of one key (cache TTL 1m)", c.hitIters), func(ctx context.Context, e *env, k contenderKind) (result, error) { return hitPath(ctx, e, k, 25) }, nil, nil},
+		{"write", fmt.Sprintf("4. Pass-through writes: %d sequential `UPDATE … RETURNING` (caches invalidate the read key)", c.writeIters), writes, nil, nil},
 		{"zipf", fmt.Sprintf("5a. Zipf mix, writes through each contender: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, %s, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, shape, c.zipfTTL),
-			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, false) }, nil},
+			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, false) }, nil, zipfColumns},
 		{"zipf-outside", fmt.Sprintf("5b. Zipf mix, writes by a separate plain pgx client: %d ops, %d workers, s=%.2f over %d ids, %d%% UPDATEs, %s, cache TTL %v", c.zipfOps, c.zipfWorkers, c.zipfS, c.zipfIDs, c.zipfWritePct, shape, c.zipfTTL),
-			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, true) }, outsideKinds},
+			func(ctx context.Context, e *env, k contenderKind) (result, error) { return zipfMix(ctx, e, k, true) }, outsideKinds, zipfColumns},
 	}
 	for _, w := range wls {
 		if !want(c, w.name) {
@@ -214,7 +221,11 @@ func run(c config) error {
 			results[i] = r
 			fmt.Fprintf(os.Stderr, "done: %s / %s in %v\n", w.name, k.name, r.elapsed.Round(time.Millisecond))
 		}
-		printTable(w.title, ks, results, strings.HasPrefix(w.name, "zipf"))
+		var extra []column
+		if w.extra != nil {
+			extra = w.extra(results)
+		}
+		printTable(w.title, ks, results, extra)
 	}
 	return nil
 }
@@ -233,6 +244,7 @@ func setup(ctx context.Context, c config, admin *sql.DB) (*env, error) {
 		cnt:     "public.sqlflight_bench_cnt_" + id,
 		wcnt:    "public.sqlflight_bench_wcnt_" + id,
 		slow:    "public.sqlflight_bench_slow_" + id,
+		herd:    "public.sqlflight_bench_herd_" + id,
 		known:   make([]atomic.Int64, c.zipfIDs+1),
 		commits: make([]commitLog, c.zipfIDs+1),
 	}
@@ -251,6 +263,12 @@ BEGIN
 	PERFORM pg_sleep(%f);
 	RETURN QUERY SELECT k, k * 10, 0::bigint, 'slow'::text;
 END $f$`, e.slow, e.rseq, c.herdSleep.Seconds()),
+		fmt.Sprintf(`CREATE FUNCTION %s(k bigint) RETURNS TABLE(id bigint, v bigint, ver bigint, label text) LANGUAGE plpgsql VOLATILE AS $f$
+BEGIN
+	PERFORM nextval('%s');
+	PERFORM pg_sleep(%f);
+	RETURN QUERY SELECT k + g, (k + g) * 10, 0::bigint, 'herd'::text FROM generate_series(0, %d) AS g;
+END $f$`, e.herd, e.rseq, c.herdSleep.Seconds(), herdRowCount-1),
 	}
 	for _, s := range stmts {
 		if _, err := admin.ExecContext(ctx, s); err != nil {
@@ -298,6 +316,7 @@ func (e *env) teardown() {
 	defer cancel()
 	for _, s := range []string{
 		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(bigint)`, e.slow),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(bigint)`, e.herd),
 		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, e.cnt),
 		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, e.wcnt),
 		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, e.rseq),
@@ -350,8 +369,15 @@ func (e *env) keyWriteQuery() string {
 		strings.TrimPrefix(e.table, "public."), e.wcnt, e.table, e.wcnt)
 }
 
-func (e *env) slowQuery(ann string) string {
-	return fmt.Sprintf(`/* sqlflight: %s pure=%s */ SELECT * FROM %s($1)`, ann, e.slow, e.slow)
+func (e *env) slowQuery(ann string) string { return fnQuery(e.slow, ann) }
+
+// herdQuery reads the herdRowCount rows of the herd function for key $1.
+func (e *env) herdQuery(ann string) string { return fnQuery(e.herd, ann) }
+
+// fnQuery reads every row of the set-returning function fn($1); pure= says
+// that the function, VOLATILE because it counts, may be shared all the same.
+func fnQuery(fn, ann string) string {
+	return fmt.Sprintf(`/* sqlflight: %s pure=%s */ SELECT * FROM %s($1)`, ann, fn, fn)
 }
 
 func (e *env) writeQuery() string {
@@ -361,20 +387,10 @@ func (e *env) writeQuery() string {
 // open opens contender k (with its feed, prepared on the bench table) and
 // pre-warms its pool to maxConns connections.
 func (e *env) open(ctx context.Context, k contenderKind, ttl time.Duration) (contender, error) {
-	undo, err := e.prepareFeed(ctx, k.feed)
+	c, err := e.openHandle(ctx, k, ttl, e.cfg.maxConns)
 	if err != nil {
 		return nil, err
 	}
-	a := openArgs{dsn: e.cfg.dsn, maxConns: e.cfg.maxConns, ttl: ttl, feed: k.feed}
-	if k.feed == sqlflight.FeedReplication {
-		a.publication = e.pubName()
-	}
-	c, err := k.open(a)
-	if err != nil {
-		undo()
-		return nil, err
-	}
-	c = &prepared{c, undo}
 	db := c.pool()
 	conns := make([]*sql.Conn, 0, e.cfg.maxConns)
 	for range e.cfg.maxConns {
@@ -393,6 +409,26 @@ func (e *env) open(ctx context.Context, k contenderKind, ttl time.Duration) (con
 		_ = cn.Close()
 	}
 	return c, nil
+}
+
+// openHandle opens contender k (with its feed, prepared on the bench table)
+// with its pool capped at maxConns (0: database/sql's default pool); it
+// opens no connection.
+func (e *env) openHandle(ctx context.Context, k contenderKind, ttl time.Duration, maxConns int) (contender, error) {
+	undo, err := e.prepareFeed(ctx, k.feed)
+	if err != nil {
+		return nil, err
+	}
+	a := openArgs{dsn: e.cfg.dsn, maxConns: maxConns, origin: e.cfg.herdSleep, ttl: ttl, feed: k.feed}
+	if k.feed == sqlflight.FeedReplication {
+		a.publication = e.pubName()
+	}
+	c, err := k.open(a)
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	return &prepared{c, undo}, nil
 }
 
 // prepared is a contender whose feed's preparation is undone after it closes.
@@ -433,6 +469,14 @@ func percentile(lat []time.Duration, p float64) time.Duration {
 
 func finish(r *result, lat []time.Duration, m0 uint64) {
 	m1 := mallocs()
+	summarize(r, lat)
+	if r.ops > 0 {
+		r.allocs = float64(m1-m0) / float64(r.ops)
+	}
+}
+
+// summarize sets r's ops, mean, p50 and p99 from the latencies lat.
+func summarize(r *result, lat []time.Duration) {
 	r.ops = len(lat)
 	var sum time.Duration
 	for _, d := range lat {
@@ -440,63 +484,114 @@ func finish(r *result, lat []time.Duration, m0 uint64) {
 	}
 	if r.ops > 0 {
 		r.mean = float64(sum) / float64(r.ops)
-		r.allocs = float64(m1-m0) / float64(r.ops)
 	}
 	r.p50 = percentile(lat, 0.50)
 	r.p99 = percentile(lat, 0.99)
 }
 
-// --- 1. cold herd ---
+// --- 1. herd on a warm handle ---
 
-func coldHerd(ctx context.Context, e *env, k contenderKind) (result, error) {
+// herdRowCount is how many rows the herd query returns.
+const herdRowCount = 10
+
+// herd releases cfg.herdCallers callers at once on one new key, once per
+// round, on a handle that has run the query before (its connection is
+// open, sqlflight's verdict on the statement is known). mean, p50 and p99
+// are medians over the herds; origins are counted per herd, by PostgreSQL
+// (the floor, which has no database, counts its own timers).
+func herd(ctx context.Context, e *env, k contenderKind) (result, error) {
 	var r result
-	c, err := e.open(ctx, k, time.Minute)
+	maxConns := e.cfg.maxConns
+	if k.defaultPool {
+		maxConns = 0
+	}
+	c, err := e.openHandle(ctx, k, time.Minute, maxConns)
 	if err != nil {
 		return r, err
 	}
 	defer c.close()
-	q := e.slowQuery("ttl=1m")
-	n := e.cfg.herdCallers
-	lat := make([]time.Duration, 0, n*e.cfg.herdRounds)
-	var errs atomic.Int64
-	h0, o0 := c.hits(), e.seqValue(ctx, e.rseq)
-	t0 := time.Now()
-	runtime.GC()
-	m0 := mallocs()
-	for round := range e.cfg.herdRounds {
-		key := int64(1_000_000 + round)
-		roundLat := make([]time.Duration, n)
-		start := make(chan struct{})
-		var ready, wg sync.WaitGroup
-		for i := range n {
-			ready.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ready.Done()
-				<-start
-				s := time.Now()
-				rows, err := c.read(ctx, q, key)
-				roundLat[i] = time.Since(s)
-				if err != nil || len(rows) != 1 || rows[0].ID != key {
-					errs.Add(1)
-				}
-			}()
-		}
-		ready.Wait()
-		close(start)
-		wg.Wait()
-		lat = append(lat, roundLat...)
+	ann := k.ann
+	if ann == "" {
+		ann = "ttl=1m"
 	}
-	finish(&r, lat, m0)
+	q := e.herdQuery(ann)
+	if _, err := c.read(ctx, q, int64(1)); err != nil { // warm the handle
+		return r, err
+	}
+	origins := func() int64 { return e.seqValue(ctx, e.rseq) }
+	if f, ok := c.(*prepared).contender.(*floorC); ok {
+		origins, r.floor = f.origins, true
+		r.note = "origin executions are the floor's own timers (it has no database)"
+	}
+	var means, p50s, p99s []float64
+	var allocs uint64
+	h0 := c.hits()
+	t0 := time.Now()
+	for round := range e.cfg.herdRounds {
+		key := int64(1_000_000 + round*herdRowCount)
+		runtime.GC()
+		o0, m0 := origins(), mallocs()
+		lat, errs := releaseHerd(ctx, c, q, key, e.cfg.herdCallers)
+		allocs += mallocs() - m0
+		r.perHerd = append(r.perHerd, origins()-o0)
+		r.errs += errs
+		var h result
+		summarize(&h, lat)
+		means, p50s, p99s = append(means, h.mean), append(p50s, float64(h.p50)), append(p99s, float64(h.p99))
+		r.ops += h.ops
+	}
 	r.elapsed = time.Since(t0)
-	r.origin = e.seqValue(ctx, e.rseq) - o0
+	r.mean, r.p50, r.p99 = median(means), time.Duration(median(p50s)), time.Duration(median(p99s))
+	r.allocs = float64(allocs) / float64(max(r.ops, 1))
+	for _, o := range r.perHerd {
+		r.origin += o
+	}
 	r.waited = int64(r.ops) - int64(c.hits()-h0)
-	r.errs = errs.Load()
 	if r.errs > 0 {
 		return r, fmt.Errorf("%d failed reads", r.errs)
 	}
 	return r, nil
+}
+
+// releaseHerd starts n callers of q on key, releases them together and
+// returns each one's latency and how many failed or read wrong rows.
+func releaseHerd(ctx context.Context, c contender, q string, key int64, n int) ([]time.Duration, int64) {
+	lat := make([]time.Duration, n)
+	var errs atomic.Int64
+	start := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	for i := range n {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-start
+			s := time.Now()
+			rows, err := c.read(ctx, q, key)
+			lat[i] = time.Since(s)
+			if err != nil || len(rows) != herdRowCount || rows[0].ID != key {
+				errs.Add(1)
+			}
+		}()
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	return lat, errs.Load()
+}
+
+// median is the middle of v (the mean of the two middle values when even).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // --- 2. expiry herd under paced load ---
@@ -813,16 +908,61 @@ func dur(d time.Duration) string {
 	}
 }
 
-func printTable(title string, ks []contenderKind, rs []result, zipf bool) {
+// column is a workload's own column of its table, after the common ones.
+type column struct {
+	head string
+	cell func(i int) string // the cell of contender i
+}
+
+// zipfColumns are the Zipf mix's staleness columns.
+func zipfColumns(rs []result) []column {
+	return []column{
+		{"stale > lag", func(i int) string { return fmt.Sprint(rs[i].late) }},
+		{"oldest stale", func(i int) string {
+			if rs[i].stale == 0 {
+				return "—"
+			}
+			return dur(rs[i].oldest)
+		}},
+	}
+}
+
+// herdColumns are the herd's columns: origins per herd, and p99 against
+// the origin's duration and against the floor's p99 in the same run.
+func herdColumns(c config) func([]result) []column {
+	return func(rs []result) []column {
+		var floor time.Duration
+		for _, r := range rs {
+			if r.floor {
+				floor = r.p99
+			}
+		}
+		return []column{
+			{"origins per herd", func(i int) string {
+				p := rs[i].perHerd
+				lo, hi := slices.Min(p), slices.Max(p)
+				if lo == hi {
+					return fmt.Sprint(lo)
+				}
+				return fmt.Sprintf("%d–%d", lo, hi)
+			}},
+			{"p99 / origin", func(i int) string { return ratio(float64(rs[i].p99), float64(c.herdSleep)) }},
+			{"p99 / floor p99", func(i int) string { return ratio(float64(rs[i].p99), float64(floor)) }},
+		}
+	}
+}
+
+func printTable(title string, ks []contenderKind, rs []result, extra []column) {
 	base := rs[0]
 	fmt.Printf("### %s\n\n", title)
-	if zipf {
-		fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | stale > lag | oldest stale | wall |")
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	} else {
-		fmt.Println("| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads | wall |")
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	head := "| contender | ops | origin executions | mean/op | p50 | p99 | waited on DB | allocs/op | stale reads |"
+	rule := "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for _, x := range extra {
+		head += " " + x.head + " |"
+		rule += "---:|"
 	}
+	fmt.Println(head + " wall |")
+	fmt.Println(rule + "---:|")
 	for i, r := range rs {
 		fmt.Printf("| %s | %d | %d (%s) | %s (%s) | %s (%s) | %s (%s) | %d (%s) | %.1f (%s) | %d |",
 			ks[i].name, r.ops,
@@ -833,12 +973,8 @@ func printTable(title string, ks []contenderKind, rs []result, zipf bool) {
 			r.waited, ratio(float64(r.waited)/float64(max(r.ops, 1)), float64(base.waited)/float64(max(base.ops, 1))),
 			r.allocs, ratio(r.allocs, base.allocs),
 			r.stale)
-		if zipf {
-			oldest := "—"
-			if r.stale > 0 {
-				oldest = dur(r.oldest)
-			}
-			fmt.Printf(" %d | %s |", r.late, oldest)
+		for _, x := range extra {
+			fmt.Printf(" %s |", x.cell(i))
 		}
 		fmt.Printf(" %s |\n", r.elapsed.Round(time.Millisecond))
 	}
