@@ -204,9 +204,12 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 
 // connMask reports the parent's optional interfaces in the form the virtual
 // connection mirrors: the legacy Execer and Queryer count as their context
-// forms, which database/sql would adapt them to anyway.
+// forms, which database/sql would adapt them to anyway. Every virtual
+// connection is a driver.Validator, whatever its parent: database/sql asks
+// it as it puts the connection back in its pool, which is when its real
+// connection becomes lendable (realpool.go); it answers for its parent.
 func connMask(rc driver.Conn) uint16 {
-	m := mirrorConnMask(rc)
+	m := mirrorConnMask(rc) | connValidator
 	if _, ok := rc.(driver.Execer); ok { //nolint:staticcheck // legacy form, adapted
 		m |= connExecer
 	}
