@@ -42,10 +42,12 @@ type flight struct {
 	handoff    driver.Rows // the unshared result, streamed to the leader only
 
 	// A flight that had followers and caches nothing stays joinable for a
-	// while after it ended (lingers) by callers handed a connection of its
-	// callers (joinOrLead); joined counts its followers.
+	// while after it ended (lingers; joinOrLead). joined counts its
+	// followers, out its callers whose virtual connection has not gone back
+	// to database/sql's pool nor served another statement since.
 	started time.Time
 	joined  int
+	out     int
 	linger  time.Time // joinable until then, once finished
 }
 
@@ -311,16 +313,17 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // joinOrLead joins the key's flight if it started after the last write to
 // tables, or starts a new one.
 //
-// A flight that ended lingers (see finish): a caller that comes in on a
-// virtual connection a caller of the flight gave back to database/sql's
-// pool less than handover before joins it as if it still ran. database/sql
-// hands a freed connection straight to a caller queued for one: that
-// caller waited while the flight ran, and under a capped pool
-// (SetMaxOpenConns) a herd would otherwise break into one flight per batch
-// of callers its connections let through. The chain of such handovers
-// drains the queue; it ends with the flight's linger (its own duration, at
-// most maxLinger). A caller on a connection that sat idle in the pool, or
-// that served another statement since, runs a flight of its own.
+// A flight that ended lingers (see finish) while its herd drains: a
+// caller joins it as if it still ran while some caller of the flight has
+// not yet given its virtual connection back to database/sql's pool, or
+// when it comes in on a connection a caller of the flight gave back less
+// than handover before. Under a capped pool (SetMaxOpenConns) callers
+// queue for a connection while the flight runs, and database/sql hands
+// each freed one straight to a queued caller: without this, a herd would
+// break into one flight per batch of callers its connections let through.
+// The linger ends with the flight's own duration (at most maxLinger); once
+// the herd is over — every caller gave its connection back — a read runs a
+// flight of its own.
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -331,8 +334,9 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.joined++
 			owe(c, f)
 			return f, false
-		case c.owes.Load() == f && c.s.opts.Clock.Now().Before(f.linger):
+		case (f.out > 0 || c.owes.Load() == f) && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
+			owe(c, f)
 			return f, false
 		}
 	}
@@ -349,11 +353,38 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 // time database/sql takes to hand a freed connection to a queued caller.
 const handover = 200 * time.Microsecond
 
-// owe marks c as carrying a caller of f, a flight that may linger.
+// owe counts c among the callers of f, a flight that may linger, until its
+// connection goes back (release); g.mu is held.
 func owe(c *conn, f *flight) {
-	if !f.fills {
-		c.owes.Store(f)
+	if f.fills {
+		return
 	}
+	if old := c.owes.Load(); old != nil && c.owesOut {
+		old.out--
+	}
+	c.owes.Store(f)
+	c.owesOut = true
+	f.out++
+}
+
+// release stops counting c among the callers of the flight it owes: its
+// connection went back to database/sql's pool, or (forget) serves another
+// statement.
+func (g *flightGroup) release(c *conn, forget bool) {
+	if c.owes.Load() == nil {
+		return
+	}
+	g.mu.Lock()
+	if f := c.owes.Load(); f != nil {
+		if c.owesOut {
+			f.out--
+			c.owesOut = false
+		}
+		if forget {
+			c.owes.Store(nil)
+		}
+	}
+	g.mu.Unlock()
 }
 
 // startRefresh starts a flight with no waiter for a background refresh,

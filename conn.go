@@ -47,10 +47,13 @@ type conn struct {
 	idleInPool  bool
 	waitingOnly bool
 	pooled      atomic.Bool
-	// owes is the flight whose result c's last caller took, parkedAt when
-	// c then went back to database/sql's pool, handed whether it was taken
-	// out again within handover (flightGroup.joinOrLead).
+	// owes is the flight whose result c's last caller took, owesOut
+	// whether c counts among its callers out (guarded by flightGroup.mu),
+	// parkedAt when c then went back to database/sql's pool, handed
+	// whether it was taken out again within handover
+	// (flightGroup.joinOrLead).
 	owes     atomic.Pointer[flight]
+	owesOut  bool
 	parkedAt atomic.Int64
 	handed   bool
 

@@ -302,6 +302,9 @@ func (c *conn) awake() {
 		c.pooled.Store(false)
 		if c.owes.Load() != nil {
 			c.handed = c.s.opts.Clock.Now().UnixNano()-c.parkedAt.Load() < int64(handover)
+			if !c.handed {
+				c.s.flights.release(c, true)
+			}
 		}
 	}
 }
@@ -314,9 +317,7 @@ func (c *conn) statement() {
 		c.handed = false
 		return
 	}
-	if c.owes.Load() != nil {
-		c.owes.Store(nil)
-	}
+	c.s.flights.release(c, true)
 }
 
 // parked is called when database/sql puts c back in its pool (IsValid):
@@ -327,6 +328,7 @@ func (c *conn) parked() {
 		return
 	}
 	if c.owes.Load() != nil {
+		c.s.flights.release(c, false)
 		c.parkedAt.Store(c.s.opts.Clock.Now().UnixNano())
 	}
 	c.pooled.Store(true)
