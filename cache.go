@@ -329,10 +329,15 @@ func spread(d time.Duration, j, u float64) time.Duration {
 // refresh before the soft deadline with a probability that grows as it
 // nears, faster for results that took long (delta) to compute:
 // now − delta·beta·ln(u) ≥ soft, u uniform in (0, 1]. Every hit draws, so
-// at thousands of hits a second the refresh comes about delta·beta·ln(rate·
-// delta) early; for a result whose delta is not small against its soft TTL
-// that is the whole window, so it never comes in the first half of the
-// fresh window (filled to soft): at most two refreshes per soft period.
+// at thousands of hits a second the uncapped draw would come about
+// delta·beta·ln(rate·delta) early: with hundreds of readers, several times
+// the time the refresh takes, and each refresh would shorten the period,
+// multiplying the origin load that stale-while-revalidate already keeps off
+// the database. So the lead is capped at delta·beta: with beta ≤ 1 the
+// refreshed result arrives about when the old one turns stale, and the
+// refreshes of a hot key stay at one per soft period (the bench's expiry
+// herd counts them). Nor does it come in the first half of the fresh
+// window.
 func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
 	if beta <= 0 || delta <= 0 || now.Before(filled.Add(soft.Sub(filled)/2)) {
 		return false
@@ -340,7 +345,8 @@ func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u floa
 	if u <= 0 {
 		u = math.SmallestNonzeroFloat64
 	}
-	gap := -float64(delta) * beta * math.Log(u)
+	lead := float64(delta) * beta
+	gap := min(-lead*math.Log(u), lead)
 	return !now.Add(time.Duration(gap)).Before(soft)
 }
 

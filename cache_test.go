@@ -221,8 +221,9 @@ func TestEarlyRefreshProbability(t *testing.T) {
 		}
 		return float64(hits) / n
 	}
-	// P = P(−Δ·β·ln u ≥ soft−now) = exp(−(soft−now)/(Δ·β)).
-	for _, tc := range []struct{ beta, want float64 }{{1, math.Exp(-1)}, {0.5, math.Exp(-2)}, {100, math.Exp(-0.01)}} {
+	// P = P(−Δ·β·ln u ≥ soft−now) = exp(−(soft−now)/(Δ·β)), and 0 when
+	// soft−now > Δ·β (the lead is capped there).
+	for _, tc := range []struct{ beta, want float64 }{{1, math.Exp(-1)}, {0.5, 0}, {100, math.Exp(-0.01)}} {
 		if got := rate(tc.beta); math.Abs(got-tc.want) > 0.01 {
 			t.Errorf("beta %v: rate %.3f, want %.3f", tc.beta, got, tc.want)
 		}
@@ -235,6 +236,17 @@ func TestEarlyRefreshProbability(t *testing.T) {
 	}
 	if earlyRefresh(now, now.Add(-time.Second/2), now.Add(time.Second), time.Hour, 1e9, 0.5) {
 		t.Error("an early refresh in the first half of the fresh window")
+	}
+	// However many readers draw, none refreshes more than Δ·β early.
+	delta := 20 * time.Millisecond
+	for _, beta := range []float64{0.5, 1, 2} {
+		lead := time.Duration(float64(delta) * beta)
+		if earlyRefresh(soft.Add(-lead-time.Microsecond), filled, soft, delta, beta, math.SmallestNonzeroFloat64) {
+			t.Errorf("beta %v: a refresh more than delta·beta before the soft deadline", beta)
+		}
+		if !earlyRefresh(soft.Add(-lead+time.Microsecond), filled, soft, delta, beta, 1e-9) {
+			t.Errorf("beta %v: no refresh within delta·beta of the soft deadline for a low draw", beta)
+		}
 	}
 }
 
