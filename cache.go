@@ -112,7 +112,7 @@ func newRistretto(maxBytes int64, exit func(*entry)) (*ristretto.Cache[string, *
 	return ristretto.NewCache(&ristretto.Config[string, *entry]{
 		NumCounters: counters,
 		MaxCost:     maxBytes,
-		BufferItems: 64,
+		BufferItems: 256,
 		// Costs are bytes already, overhead included: ristretto's own
 		// per-item estimate would silently shrink the cache.
 		IgnoreInternalCost: true,

@@ -428,6 +428,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		// the path of a cache hit.
 		bg.wantL2, bg.prevVersion = true, e.version
 	}
+	normalized, name := rd.r.Normalized, rd.plan.pol.Name // not rd: it stays on its caller's stack
 	bg.plan.onFailure = func(err error) {
 		if errors.Is(err, errLeasedElsewhere) {
 			// Look for the other instance's value a little later.
@@ -439,8 +440,8 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		n := e.failures.Add(1)
 		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
-		s.warnEvery("refresh", rd.r.Normalized, "sqlflight: background refresh failed; serving the stale result",
-			errAttr(err), "retry_in", wait, "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
+		s.warnEvery("refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
+			errAttr(err), "retry_in", wait, "fingerprint", fingerprint(normalized), "name", name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t)
 }
