@@ -519,7 +519,6 @@ func keyHash(key []byte) uint64 {
 	return max(maphash.Bytes(keySeed, key), 1)
 }
 
-
 // hotKeys is a small Space-Saving of a statement's keys. A key already
 // counted is found and counted with atomics; a new one takes the place of
 // the smallest count under a lock, or, when another caller holds it, is

@@ -275,8 +275,8 @@ func TestAdviceRanking(t *testing.T) {
 			rt.see(99, s.opts.Clock.Now().Add(time.Duration(i)*time.Second))
 		}
 	}
-	add("SELECT a FROM t WHERE k = $1", 100, time.Millisecond)    // 0.1 s saved
-	add("SELECT b FROM t WHERE k = $1", 10, 50*time.Millisecond)  // 0.5 s
+	add("SELECT a FROM t WHERE k = $1", 100, time.Millisecond)     // 0.1 s saved
+	add("SELECT b FROM t WHERE k = $1", 10, 50*time.Millisecond)   // 0.5 s
 	add("SELECT c FROM t WHERE k = $1", 1000, 10*time.Microsecond) // 0.01 s
 	var got []string
 	for _, a := range s.Advice() {
