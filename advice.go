@@ -150,7 +150,7 @@ func advisedTTL(window time.Duration, writes uint64) (soft, hard time.Duration) 
 // writes, committed transactions, Invalidate, and the change feed's
 // changes, which all move epochs through startWrite.
 type tableWrites struct {
-	m   sync.Map // tableKey → *atomic.Uint64
+	m   sync.Map // table name as written → *atomic.Uint64 (tableKey when read)
 	n   atomic.Int64
 	all atomic.Uint64 // writes to unknown tables (or past maxWriteTables)
 }
@@ -162,7 +162,7 @@ func (tw *tableWrites) note(w write) {
 		return
 	}
 	for _, t := range w.tables {
-		tw.add(tableKey(t))
+		tw.add(t)
 	}
 	for _, rw := range w.rows {
 		tw.add(rw.table)
@@ -196,16 +196,15 @@ func (tw *tableWrites) to(tables []string, known bool) uint64 {
 		})
 		return n
 	}
-	seen := map[string]bool{}
+	reads := map[string]bool{}
 	for _, t := range tables {
-		k := tableKey(t)
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		if v, ok := tw.m.Load(k); ok {
+		reads[tableKey(t)] = true
+	}
+	tw.m.Range(func(k, v any) bool {
+		if reads[tableKey(k.(string))] {
 			n += v.(*atomic.Uint64).Load()
 		}
-	}
+		return true
+	})
 	return n
 }

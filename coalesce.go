@@ -75,9 +75,9 @@ type read struct {
 	// bound: the result belongs to sessions changed under the context's
 	// scope; a spare connection cannot refresh it in the background.
 	bound bool
+	out   outcome       // how the caller was served (stmtstats.go)
 	named *nameCounters // the policy name's counters, or nil
-	stats *stmtStats    // the statement's statistics, or nil; out: how it was served
-	out   outcome
+	stats *stmtStats    // the statement's statistics, or nil
 
 	// With a shared tier: the L2 key ("" when L2 is not used), the lease
 	// the origin holds, the version its result is written with, and, for

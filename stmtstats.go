@@ -42,8 +42,9 @@ const (
 	// maxArgText bounds one argument, maxArgsText all of a key's, in print.
 	maxArgText  = 64
 	maxArgsText = 256
-	// sampleEvery: one call in this many of a statement is timed.
-	sampleEvery = 8
+	// sampleEvery: one call in this many of a statement is timed, and
+	// notes its plan (reading the clock costs more than the rest).
+	sampleEvery = 64
 )
 
 // outcome is how one call was served: a path through the cache and the
@@ -70,6 +71,14 @@ const numOutcomes = int(outBypass) + len(bypassReasonList)
 
 // bypassOutcome is the outcome of a bypass for reason.
 func bypassOutcome(reason string) outcome {
+	switch reason {
+	case "":
+		return outNone
+	case bypassWrite: // the common ones first
+		return outBypassWrite
+	case bypassPolicy:
+		return outBypassPolicy
+	}
 	for i, r := range bypassReasonList {
 		if r == reason {
 			return outBypass + outcome(i)
@@ -77,6 +86,13 @@ func bypassOutcome(reason string) outcome {
 	}
 	return outNone
 }
+
+// Outcomes the hot path names.
+const (
+	outBypassExec   = outBypass
+	outBypassWrite  = outBypass + 3
+	outBypassPolicy = outBypass + 6
+)
 
 // Latency paths: an outcome's histogram (every bypass shares one).
 var pathNames = [...]string{"fresh", "stale", "negative", "follower", "miss", "bypass"}
@@ -129,7 +145,7 @@ type StatementStats struct {
 	// (Miss+Follower)/Miss.
 	WaitersPerFlight float64 `json:"waiters_per_flight,omitempty"`
 	// Latency by path ("fresh", "stale", "negative", "follower", "miss",
-	// "bypass"), from QueryContext to its rows, of one call in 8.
+	// "bypass"), from QueryContext to its rows, of one call in 64.
 	Latency map[string]Latency `json:"latency,omitempty"`
 
 	// The shared flights' (and refreshes') queries that reached the
@@ -172,6 +188,11 @@ type stmtStats struct {
 	count   atomic.Uint64 // the Space-Saving count
 	err     uint64        // the count it inherited
 	evicted atomic.Bool
+	// residual is the outcome of its first call, when that was a bypass:
+	// calls of that outcome are not counted one by one but derived (the
+	// calls with no other outcome), so that a statement that always
+	// bypasses costs one atomic add per call.
+	residual outcome
 
 	normalized string // the index's key, as scanned
 	sql, text  string // bounded copies
@@ -225,7 +246,7 @@ type stmtTable struct {
 
 // of counts a call of r and returns its statement's counters and the
 // count.
-func (t *stmtTable) of(r *sqlscan.Result, query string, clock Clock) (*stmtStats, uint64) {
+func (t *stmtTable) of(r *sqlscan.Result, query string, clock Clock, first outcome) (*stmtStats, uint64) {
 	if n, ok := r.Note.Load().(*stmtNote); ok && n.t == t && !n.st.evicted.Load() {
 		return n.st, n.st.count.Add(1)
 	}
@@ -235,7 +256,7 @@ func (t *stmtTable) of(r *sqlscan.Result, query string, clock Clock) (*stmtStats
 			return st, st.count.Add(1)
 		}
 	}
-	return t.admit(r, query, clock.Now())
+	return t.admit(r, query, clock.Now(), first)
 }
 
 // remember notes st on r, unless r already holds another table's live
@@ -249,7 +270,7 @@ func (t *stmtTable) remember(r *sqlscan.Result, st *stmtStats) {
 // admit counts a statement that is not in the table: it takes a free slot,
 // or the place of the statement with the fewest calls, whose count it
 // inherits.
-func (t *stmtTable) admit(r *sqlscan.Result, query string, now time.Time) (*stmtStats, uint64) {
+func (t *stmtTable) admit(r *sqlscan.Result, query string, now time.Time, first outcome) (*stmtStats, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if v, ok := t.index.Load(r.Normalized); ok {
@@ -262,6 +283,9 @@ func (t *stmtTable) admit(r *sqlscan.Result, query string, now time.Time) (*stmt
 		capacity = statementCapacity
 	}
 	st := newStmtStats(r, query, now)
+	if first >= outBypass {
+		st.residual = first
+	}
 	if len(t.slots) < capacity {
 		t.slots = append(t.slots, st)
 	} else {
@@ -345,12 +369,12 @@ func (s *Shield) callBegins(f *fate, query string) {
 	if s.opts.NoStatementStats {
 		return
 	}
-	st, n := s.statements.of(f.r, query, s.opts.Clock)
+	st, n := s.statements.of(f.r, query, s.opts.Clock, bypassOutcome(f.reason))
 	f.stat.st = st
-	if n%sampleEvery == 0 {
+	if n%sampleEvery == 1 || st.plan.Load() == nil {
 		f.stat.began = time.Now()
+		st.notePlan(f)
 	}
-	st.notePlan(f)
 }
 
 // callEnds records how f's call was served: its outcome (a bypass's
@@ -374,11 +398,13 @@ func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
 	if out == outNone {
 		return
 	}
-	st.outcomes[out].Add(1)
+	if out != st.residual {
+		st.outcomes[out].Add(1)
+	}
 	if !sc.began.IsZero() {
 		st.latency[out.path()].observe(time.Since(sc.began))
 	}
-	if !f.cacheable || f.plan.cache || f.plan.pol.NoCache || (out != outMiss && out != bypassOutcome(bypassPolicy)) {
+	if f.plan.cache || !f.cacheable || f.plan.pol.NoCache || (out != outMiss && out != outBypassPolicy) {
 		return
 	}
 	if sc.key == 0 {
@@ -399,13 +425,13 @@ func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
 	if s.opts.NoStatementStats {
 		return stmtCall{}
 	}
-	st, n := s.statements.of(r, query, s.opts.Clock)
-	sc := stmtCall{st: st, out: bypassOutcome(bypassExec)}
-	if n%sampleEvery == 0 {
+	st, n := s.statements.of(r, query, s.opts.Clock, outBypassExec)
+	sc := stmtCall{st: st, out: outBypassExec}
+	if n%sampleEvery == 1 {
 		sc.began = time.Now()
-	}
-	if p := st.plan.Load(); p == nil || p.reason != bypassExec {
-		st.plan.Store(&planNote{reason: bypassExec, detail: r.Reason, tables: r.Writes, known: r.TablesKnown})
+		if p := st.plan.Load(); p == nil || p.reason != bypassExec {
+			st.plan.Store(&planNote{reason: bypassExec, detail: r.Reason, tables: r.Writes, known: r.TablesKnown})
+		}
 	}
 	return sc
 }
@@ -418,7 +444,9 @@ func (sc stmtCall) execEnds(err error) {
 	if err != nil {
 		sc.st.errors.Add(1)
 	}
-	sc.st.outcomes[sc.out].Add(1)
+	if sc.out != sc.st.residual {
+		sc.st.outcomes[sc.out].Add(1)
+	}
 	if !sc.began.IsZero() {
 		sc.st.latency[sc.out.path()].observe(time.Since(sc.began))
 	}
@@ -711,12 +739,25 @@ func (s *Shield) statementOf(normalized string) *StatementStats {
 }
 
 func (st *stmtStats) export() StatementStats {
+	calls := st.count.Load()
+	var outcomes [numOutcomes]uint64
+	if st.residual != outNone {
+		// The calls counted since the statement entered the table with no
+		// other outcome (a call still running counts too).
+		outcomes[st.residual] = calls - st.err
+	}
+	for o := range st.outcomes {
+		if n := st.outcomes[o].Load(); outcome(o) != st.residual {
+			outcomes[o] = n
+			outcomes[st.residual] -= min(outcomes[st.residual], n)
+		}
+	}
 	x := StatementStats{
 		Fingerprint: st.fp, SQL: st.sql, Text: st.text, Truncated: st.truncated, Since: st.since,
-		Calls: st.count.Load(), Error: st.err, Errors: st.errors.Load(), Verdict: st.verdict.String(),
-		Fresh: st.outcomes[outFresh].Load(), Stale: st.outcomes[outStale].Load(),
-		Negative: st.outcomes[outNegative].Load(), Follower: st.outcomes[outFollower].Load(),
-		Miss:             st.outcomes[outMiss].Load(),
+		Calls: calls, Error: st.err, Errors: st.errors.Load(), Verdict: st.verdict.String(),
+		Fresh: outcomes[outFresh], Stale: outcomes[outStale],
+		Negative: outcomes[outNegative], Follower: outcomes[outFollower],
+		Miss:             outcomes[outMiss],
 		OriginExecutions: st.origins.Load(), OriginErrors: st.originErr.Load(),
 		Rows: st.rows.Load(), Bytes: st.bytes.Load(), Refreshes: st.refreshes.Load(),
 		HotKeys: st.keys.snapshot(),
@@ -732,7 +773,7 @@ func (st *stmtStats) export() StatementStats {
 		}
 	}
 	for i, r := range bypassReasonList {
-		if n := st.outcomes[outBypass+outcome(i)].Load(); n > 0 {
+		if n := outcomes[outBypass+outcome(i)]; n > 0 {
 			if x.Bypass == nil {
 				x.Bypass = map[string]uint64{}
 			}
