@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -358,3 +359,13 @@ func BenchmarkStatementStats(b *testing.B) {
 }
 
 func write2(r *sqlscan.Result) write { return write{tables: r.Writes, known: true} }
+
+// The README states the memory bound from these sizes.
+func TestStatementStatsSize(t *testing.T) {
+	if n := unsafe.Sizeof(stmtStats{}); n > 1536 {
+		t.Errorf("stmtStats is %d bytes; the README says 1.5 KiB", n)
+	}
+	if n := unsafe.Sizeof(repeatTable{}); n > 2304 {
+		t.Errorf("repeatTable is %d bytes; the README says 2.3 KiB", n)
+	}
+}
