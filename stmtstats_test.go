@@ -108,32 +108,6 @@ func TestStatementPaths(t *testing.T) {
 	}
 }
 
-// The callers of one flight count as one miss (the leader) and followers.
-func TestStatementFollowers(t *testing.T) {
-	g := newGate()
-	d := &fakeDriver{onQuery: func(ctx context.Context, _ string, _ []driver.NamedValue) (driver.Rows, error) {
-		if err := g.wait(ctx); err != nil {
-			return nil, err
-		}
-		return oneRow(int64(42)), nil
-	}}
-	db, s := openFake(t, d)
-	const n = 20
-	wait := herd(t, db, n, pointQuery, 7)
-	waitFor(t, "every caller in the flight", func() bool { return s.Stats().Waiting == n })
-	close(g.ch)
-	if _, errs := wait(); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		t.Fatal(errs)
-	}
-	st := statementNamed(t, s, pointQuery)
-	if st.Calls != n || st.Miss != 1 || st.Follower != n-1 || st.WaitersPerFlight != n || st.OriginExecutions != 1 {
-		t.Errorf("calls %d miss %d followers %d waiters/flight %v origin %d", st.Calls, st.Miss, st.Follower, st.WaitersPerFlight, st.OriginExecutions)
-	}
-	if len(st.HotKeys) != 1 || st.HotKeys[0].Calls != n {
-		t.Errorf("hot keys %+v", st.HotKeys)
-	}
-}
-
 // Every bypass reason of route.go has an outcome of its own.
 func TestStatementBypassReasons(t *testing.T) {
 	for _, r := range bypassReasons(t) {

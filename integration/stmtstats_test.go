@@ -15,24 +15,7 @@ func TestStatementStatsIntegration(t *testing.T) {
 	admin := openRaw(t, base)
 	forEachExecMode(t, base, func(t *testing.T, dsn string) {
 		ctx := testContext(t, testTimeout)
-		id := uniqueID(t)
-		table := "stmt_" + id
-		seq := "public.stmt_seq_" + id
-		fn := "public.stmt_lookup_" + id
-		mustExec(t, admin,
-			fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, label text NOT NULL)`, table),
-			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'one'), (2, 'two')`, table),
-			fmt.Sprintf(`CREATE SEQUENCE %s`, seq),
-			fmt.Sprintf(`CREATE FUNCTION %s(want int) RETURNS TABLE(id int, label text) LANGUAGE plpgsql VOLATILE AS $fn$
-BEGIN
-	PERFORM nextval('%s');
-	RETURN QUERY SELECT t.id, t.label FROM %s AS t WHERE t.id = want;
-END
-$fn$`, fn, seq, table))
-		cleanupExec(t, admin,
-			fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(int)`, fn),
-			fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, seq),
-			"DROP TABLE IF EXISTS "+table)
+		table, seq, fn := countedLookup(t, admin, "stmt", "(1, 'one'), (2, 'two')")
 		db, sh := openFlight(t, dsn)
 		read := func(q string, key int) {
 			t.Helper()
