@@ -343,3 +343,23 @@ func TestStatementStatsSize(t *testing.T) {
 		t.Errorf("repeatTable is %d bytes; the README says 2.3 KiB", n)
 	}
 }
+
+// Options.NoStatementStats counts nothing.
+func TestStatementStatsOff(t *testing.T) {
+	d := &fakeDriver{onQuery: func(_ context.Context, _ string, args []driver.NamedValue) (driver.Rows, error) {
+		return oneRow(args[0].Value), nil
+	}}
+	db, s := openFake(t, d, Options{NoStatementStats: true})
+	var n int64
+	for range 3 {
+		if err := db.QueryRow(pointQuery, 1).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("UPDATE items SET n = 1 WHERE id = $1", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Statements(); st != nil || s.Advice() != nil {
+		t.Errorf("statistics off, yet %+v", st)
+	}
+}
