@@ -89,7 +89,9 @@ type read struct {
 	// bound: the result belongs to sessions changed under the context's
 	// scope; a spare connection cannot refresh it in the background.
 	bound bool
+	out   outcome       // how the caller was served (stmtstats.go)
 	named *nameCounters // the policy name's counters, or nil
+	stats *stmtStats    // the statement's statistics, or nil
 
 	// With a shared tier: the L2 key ("" when L2 is not used), the lease
 	// the origin holds, the version its result is written with, and, for
@@ -126,13 +128,14 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	r, p := f.r, f.plan
 	key, ok := appendKey(make([]byte, 0, keySize(f.part, r.Normalized, args)), c.sc.id, f.part, r.Normalized, args)
 	if !ok {
-		s.stats.bypass(bypassArgs)
+		f.bypass(s, bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
 	// The key's bytes are never written again: the string may alias them.
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
 		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known, rows: f.rows,
-		bound: f.part.session}
+		bound: f.part.session, stats: f.stat.st}
+	f.stat.key = rd.stats.sawKey(rd.key, args)
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
 	}
@@ -143,6 +146,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		if st = s.cache(); st != nil {
 			rows, e := s.lookup(st, &rd)
 			if rows != nil {
+				f.stat.out = rd.out
 				return rows, nil
 			}
 			old = e
@@ -154,18 +158,19 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	}
 	// The origin may outlive this caller, who may then reuse its arguments.
 	if rd.args, ok = detachArgs(args); !ok {
-		s.stats.bypass(bypassArgs)
+		f.bypass(s, bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
 	if s.tooLarge.skips(rd.key, s.limitsOf(p.pol), time.Now()) {
-		s.stats.bypass(bypassTooLarge)
+		f.bypass(s, bypassTooLarge)
 		return c.pass(ctx, query, f, run, args)
 	}
 	if p.pol.NoCoalesce {
-		s.stats.bypass(bypassPolicy)
+		f.bypass(s, bypassPolicy)
 		return c.pass(ctx, query, f, run, args)
 	}
 	rows, err := s.fly(ctx, &rd, st)
+	f.stat.out = rd.out
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
@@ -198,7 +203,9 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	d := s.judge(e, rd.plan.pol)
 	switch d.at(now) {
 	case fresh:
+		rd.out = outFresh
 		if e.empty {
+			rd.out = outNegative
 			s.stats.negHits.Add(1)
 			if rd.named != nil {
 				rd.named.negHits.Add(1)
@@ -217,6 +224,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		if rd.bound {
 			break // a miss: only a session of the scope can refresh it
 		}
+		rd.out = outStale
 		s.stats.staleHits.Add(1)
 		if rd.named != nil {
 			rd.named.staleHits.Add(1)
@@ -239,6 +247,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	for attempt := 0; ; attempt++ {
 		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil, c)
 		if lead {
+			caller.out = outMiss
 			s.stats.flights.Add(1)
 			if st != nil && s.tier != nil {
 				if rd.l2 = s.sharedKey(rd); rd.l2 != "" && s.sharedLead(ctx, f, rd, st) {
@@ -264,6 +273,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			}
 			s.launch(ctx, f, rd, st, vconnLink{c}, t)
 		} else {
+			caller.out = outFollower
 			s.stats.followers.Add(1)
 			c.offer() // its caller only waits: a leader may take its real connection
 		}
@@ -286,9 +296,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypass(bypassPolicy)
+			caller.out = bypassOutcome(bypassPolicy)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errNotShared):
 			s.stats.bypass(bypassTooLarge)
+			caller.out = bypassOutcome(bypassTooLarge)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
@@ -420,6 +432,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		return
 	}
 	s.stats.refreshes.Add(1)
+	rd.stats.refreshed()
 	// Not on the caller's connection: a cache hit never holds one.
 	bg := *rd
 	bg.args = args
@@ -547,6 +560,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		if ran {
 			took := time.Since(start)
 			s.stats.originDuration.observe(took)
+			rd.stats.origin(took, res, err)
 			if rd.named != nil {
 				rd.named.originExecs.Add(1)
 				rd.named.originDuration.observe(took)
@@ -1053,6 +1067,7 @@ func (s *Shield) startWrite(w write) bool {
 		return false
 	}
 	s.stats.invalidations.Add(1)
+	s.writes.note(w)
 	if ts := s.tier; ts != nil {
 		ts.begin(writeKeys(w))
 	}

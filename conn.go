@@ -438,6 +438,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	c.statement()
 	c.s.stats.queries.Add(1)
 	r := c.scan(query)
+	call := c.s.execBegins(r, query)
 	a, _, err := c.s.annotationOf(r)
 	if err != nil {
 		return nil, err
@@ -460,6 +461,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err // database/sql prepares instead; the statement records it
 	}
 	c.s.stats.bypass(bypassExec)
+	call.execEnds(err)
 	c.record(ctx, &fate{r: r, a: a, args: args}, err != nil)
 	return res, err
 }
@@ -475,11 +477,13 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 
 // query runs one read as route decides: shared through the cache and
 // flights, or passed through.
-func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (_ driver.Rows, err error) {
 	var f fate
 	if err := c.s.route(ctx, c, r, args, &f); err != nil {
 		return nil, err
 	}
+	c.s.callBegins(&f, query)
+	defer c.s.callEnds(c, &f, &err)
 	if f.reason == "" {
 		return c.s.share(ctx, c, query, &f, args, run)
 	}

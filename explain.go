@@ -55,6 +55,10 @@ type Explanation struct {
 	// included).
 	WriteClosure []string `json:"write_closure,omitempty"`
 	WritesAll    bool     `json:"writes_all,omitempty"`
+
+	// Statement is the statement's statistics (Shield.Statements), when
+	// the Shield counts it.
+	Statement *StatementStats `json:"statement,omitempty"`
 }
 
 // Explain tells how s would route query under ctx (its context policy
@@ -109,7 +113,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		SQL: query, Normalized: r.Normalized, Fingerprint: fingerprint(r.Normalized), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,
 		Tables: r.Tables, Writes: r.Writes, TablesKnown: r.TablesKnown, Functions: r.Functions, Unknown: r.Unknown,
-		Annotation: r.Annotation, Error: r.Err,
+		Annotation: r.Annotation, Error: r.Err, Statement: s.statementOf(r.Normalized),
 	}
 	if r.HasAnnotation {
 		if _, err := parseAnnotation(r.Annotation); err != nil {

@@ -79,6 +79,11 @@ type fate struct {
 	// rowsFollow marks a statement whose rows its caller reads next: what
 	// it wrote is complete, and told to the fleet, only when they close.
 	rowsFollow bool
+
+	// cacheable: its verdict lets a TTL cache it; stat: its statistics
+	// (stmtstats.go).
+	cacheable bool
+	stat      stmtCall
 }
 
 // scan returns the scanner's view of query as the scope's server reads it.
@@ -150,6 +155,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		explicitTTL = a.set&setSoft != 0 && a.p.Soft > 0
 	}
 	f.plan.pol = pol
+	f.cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
 	if pol.Off {
 		f.reason = bypassPolicy
 		return
@@ -183,6 +189,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	if cacheable && timeArgs(args) {
 		cacheable = false
 	}
+	f.cacheable = cacheable
 	f.plan.cache = pol.Soft > 0 && !pol.NoCache && (cacheable || explicitTTL)
 	if pol.NoCoalesce && !f.plan.cache {
 		f.reason = bypassPolicy

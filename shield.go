@@ -239,6 +239,11 @@ type Options struct {
 	// DefaultFeedLeaseTTL): when the holder dies, another instance takes
 	// the feed over after at most this long.
 	FeedLeaseTTL time.Duration
+
+	// NoStatementStats turns off the per-statement statistics
+	// (Shield.Statements, Shield.Advice); they cost a few atomic
+	// operations per statement.
+	NoStatementStats bool
 }
 
 // An Option configures a Shield. Options is the Option of this package;
@@ -282,6 +287,12 @@ type Shield struct {
 	tierErr error
 
 	feedStats feedCounters // the change feeds of its scopes
+
+	// Per-statement statistics and the writes per table the advisor
+	// weighs (stmtstats.go, advice.go), since started.
+	statements stmtTable
+	writes     tableWrites
+	started    time.Time
 }
 
 // New returns a Shield configured by opts (later options win).
@@ -307,6 +318,7 @@ func New(opts ...Option) *Shield {
 	if s.opts.Clock == nil {
 		s.opts.Clock = systemClock{}
 	}
+	s.started = s.opts.Clock.Now()
 	if s.opts.OriginTimeout <= 0 {
 		s.opts.OriginTimeout = DefaultOriginTimeout
 	}

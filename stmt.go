@@ -158,6 +158,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.s.stats.queries.Add(1)
 	s.c.s.stats.bypass(bypassExec)
+	call := s.c.s.execBegins(s.scan, s.query)
 	a, _, err := s.c.s.annotationOf(s.scan)
 	if err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	s.c.sc.guard.br.record(probe, err)
 	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
+	call.execEnds(err)
 	return res, err
 }
 

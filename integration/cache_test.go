@@ -555,24 +555,7 @@ func TestNegativeCacheIntegration(t *testing.T) {
 	const neg = time.Second
 	forEachExecMode(t, base, func(t *testing.T, dsn string) {
 		ctx := testContext(t, testTimeout)
-		id := uniqueID(t)
-		table := "neg_" + id
-		seq := "public.neg_seq_" + id
-		fn := "public.neg_lookup_" + id
-		mustExec(t, admin,
-			fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, label text NOT NULL)`, table),
-			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'one')`, table),
-			fmt.Sprintf(`CREATE SEQUENCE %s`, seq),
-			fmt.Sprintf(`CREATE FUNCTION %s(want int) RETURNS TABLE(id int, label text) LANGUAGE plpgsql VOLATILE AS $fn$
-BEGIN
-	PERFORM nextval('%s');
-	RETURN QUERY SELECT t.id, t.label FROM %s AS t WHERE t.id = want;
-END
-$fn$`, fn, seq, table))
-		cleanupExec(t, admin,
-			fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(int)`, fn),
-			fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, seq),
-			"DROP TABLE IF EXISTS "+table)
+		table, seq, fn := countedLookup(t, admin, "neg", "(1, 'one')")
 		// The function reads the table; tables= says so to the Shield.
 		query := fmt.Sprintf(`/* sqlflight: ttl=1m neg=1s jitter=0%% tables=%[1]s pure=%[2]s */ SELECT id, label FROM %[2]s($1)`, table, fn)
 		db, sh := openFlight(t, dsn)

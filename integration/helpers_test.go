@@ -308,3 +308,29 @@ func (b *errBudget) Errorf(format string, args ...any) {
 		b.t.Fail()
 	}
 }
+
+// countedLookup creates a table (id int, label text) holding rows (SQL
+// VALUES), and a VOLATILE plpgsql function fn(want int) that returns the
+// table's row with that id after bumping a sequence, so that the database
+// itself counts the executions (sequenceCalls). Everything is dropped when
+// the test ends.
+func countedLookup(t testing.TB, admin *sql.DB, prefix, rows string) (table, seq, fn string) {
+	t.Helper()
+	id := uniqueID(t)
+	table, seq, fn = prefix+"_"+id, "public."+prefix+"_seq_"+id, "public."+prefix+"_lookup_"+id
+	mustExec(t, admin,
+		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, label text NOT NULL)`, table),
+		fmt.Sprintf(`INSERT INTO %s VALUES %s`, table, rows),
+		fmt.Sprintf(`CREATE SEQUENCE %s`, seq),
+		fmt.Sprintf(`CREATE FUNCTION %s(want int) RETURNS TABLE(id int, label text) LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+	PERFORM nextval('%s');
+	RETURN QUERY SELECT t.id, t.label FROM %s AS t WHERE t.id = want;
+END
+$fn$`, fn, seq, table))
+	cleanupExec(t, admin,
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(int)`, fn),
+		fmt.Sprintf(`DROP SEQUENCE IF EXISTS %s`, seq),
+		"DROP TABLE IF EXISTS "+table)
+	return table, seq, fn
+}

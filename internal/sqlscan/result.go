@@ -1,5 +1,7 @@
 package sqlscan
 
+import "sync/atomic"
+
 // Kind is the kind of a statement, decided by its leading keyword(s).
 type Kind uint8
 
@@ -233,4 +235,9 @@ type Result struct {
 	// Err describes a lexing problem ("unterminated quoted identifier", …); such input is
 	// Verdict Never, ReadOnly false and TablesKnown false.
 	Err string
+
+	// Note is the one mutable part of a Result: a slot where a caller keeps its own state
+	// about the text (the driver keeps its statistics handle there, so that a memoized text
+	// finds it without a map lookup). The scanner never reads it; store one type only.
+	Note atomic.Value
 }
