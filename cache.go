@@ -38,6 +38,9 @@ type entry struct {
 	// version is the fleet version of a result written to or read from the
 	// shared tier (0: this process's alone).
 	version uint64
+	// delOther: its put deleted the key from the other cache (empty
+	// results live apart), which waitFor then also waits for.
+	delOther bool
 	tables  []string
 	known   bool
 
@@ -153,7 +156,10 @@ func (st *store) put(e *entry, now time.Time) {
 	if e.empty {
 		into, other = st.neg, st.pos
 	}
-	other.Del(e.key)
+	if _, ok := other.Get(e.key); ok {
+		other.Del(e.key)
+		e.delOther = true
+	}
 	if into.Set(e.key, e, e.cost()) {
 		st.entries.Add(1)
 		st.bytes.Add(e.cost())
@@ -168,6 +174,24 @@ func (st *store) del(key string) {
 	}
 	st.pos.Del(key)
 	st.neg.Del(key)
+}
+
+// waitFor blocks until the put of e (and every put before it in its
+// cache) is applied or dropped.
+func (st *store) waitFor(e *entry) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return
+	}
+	into, other := st.pos, st.neg
+	if e.empty {
+		into, other = st.neg, st.pos
+	}
+	into.Wait()
+	if e.delOther {
+		other.Wait()
+	}
 }
 
 // wait blocks until every put so far is applied (or dropped).

@@ -271,7 +271,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 				return nil, err
 			}
-			s.launch(ctx, f, rd, st, vconnLink{c}, t)
+			// A leader whose context can never end could not leave
+			// its flight anyway: with pgx (which never calls
+			// runtime.Goexit) it runs the origin itself, and saves the
+			// wake-up of another goroutine.
+			s.launch(ctx, f, rd, st, vconnLink{c}, t, ctx.Done() == nil && c.sc.postgres)
 		} else {
 			caller.out = outFollower
 			s.stats.followers.Add(1)
@@ -456,12 +460,13 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		s.warnEvery("refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
 			errAttr(err), "retry_in", wait, "fingerprint", fingerprint(normalized), "name", name)
 	}
-	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t)
+	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
 }
 
 // launch starts the origin query of f on a context that keeps ctx's values
-// but not its cancellation, bounded by the timeout.
-func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link, t ticket) {
+// but not its cancellation, bounded by the timeout: in a goroutine of its
+// own, or (inline) on the caller's, which returns when it is done.
+func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link, t ticket, inline bool) {
 	pol := rd.plan.pol
 	timeout := pol.Timeout
 	if timeout <= 0 {
@@ -473,6 +478,10 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	lim := s.limitsOf(pol)
 	f.lim = lim
 	s.stats.inFlight.Add(1)
+	if inline {
+		s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
+		return
+	}
 	go s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
 }
 
@@ -595,7 +604,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		if filled != nil {
 			// The store applies puts later: the flight stays joinable
 			// until the entry shows, so no caller falls in between.
-			st.wait()
+			st.waitFor(filled)
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {

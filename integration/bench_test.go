@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight"
 )
 
 // Benchmarks print raw pgx and sqlflight side by side:
@@ -129,4 +131,71 @@ func BenchmarkHerd(b *testing.B) {
 		b.ReportMetric(float64(execs)/float64(ops), "origin-execs/op")
 		b.ReportMetric(herdCallers, "callers/op")
 	})
+}
+
+// BenchmarkMissVsPassthrough: a read that misses (it leads its flight
+// alone, queries, materializes and fills the cache: every key is new)
+// against the same point query passed through (off), interleaved on one
+// sqlflight handle in the same run. x-off is the miss's time over the
+// pass-through's (goal ≤ 1.05).
+func BenchmarkMissVsPassthrough(b *testing.B) {
+	dsn := postgresDSN(b)
+	admin := openRaw(b, dsn)
+	table := benchTable(b, admin)
+	body := fmt.Sprintf(`SELECT v, label FROM %s WHERE id = $1 AND $2::bigint >= 0`, table)
+	miss, off := "/* sqlflight: ttl=1h */ "+body, "/* sqlflight: off */ "+body
+	db, sh := openFlight(b, dsn)
+	for _, ctxKind := range []string{"background", "cancel"} {
+		b.Run("ctx="+ctxKind, func(b *testing.B) {
+			ctx := context.Background()
+			if ctxKind == "cancel" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			missVsPassthrough(b, ctx, db, sh, miss, off)
+		})
+	}
+}
+
+func missVsPassthrough(b *testing.B, ctx context.Context, db *sql.DB, sh *sqlflight.Shield, miss, off string) {
+	var v int64
+	var label string
+	seq := time.Now().UnixNano() % 1e9 // new keys in every run
+	read := func(q string) {
+		seq++
+		id := seq%benchRows + 1
+		if err := db.QueryRowContext(ctx, q, id, seq).Scan(&v, &label); err != nil {
+			b.Fatal(err)
+		}
+		if v != id*10 {
+			b.Fatalf("id %d: v=%d", id, v)
+		}
+	}
+	read(miss) // the verdict, and a real connection
+	read(off)
+	const chunk = 64
+	var missT, offT time.Duration
+	var n int
+	before := sh.Stats()
+	for b.Loop() {
+		t0 := time.Now()
+		for range chunk {
+			read(miss)
+		}
+		t1 := time.Now()
+		for range chunk {
+			read(off)
+		}
+		missT += t1.Sub(t0)
+		offT += time.Since(t1)
+		n += chunk
+	}
+	st := sh.Stats()
+	if hits := st.FreshHits - before.FreshHits; hits != 0 {
+		b.Fatalf("%d reads hit the cache; every read must miss", hits)
+	}
+	b.ReportMetric(float64(missT.Nanoseconds())/float64(n), "miss-ns/read")
+	b.ReportMetric(float64(offT.Nanoseconds())/float64(n), "off-ns/read")
+	b.ReportMetric(float64(missT)/float64(offT), "x-off")
 }
