@@ -41,8 +41,8 @@ type entry struct {
 	// delOther: its put deleted the key from the other cache (empty
 	// results live apart), which waitFor then also waits for.
 	delOther bool
-	tables  []string
-	known   bool
+	tables   []string
+	known    bool
 
 	retryAt  atomic.Int64 // UnixNano before which no refresh starts (after failures)
 	failures atomic.Int32
