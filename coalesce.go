@@ -49,12 +49,32 @@ type flight struct {
 	joined  int
 	out     int
 	linger  time.Time // joinable until then, once finished
+	// pending is the entry the flight put into the cache, until the store
+	// shows it (finish); lookups read it meanwhile.
+	pending *entry
 }
 
 type flightGroup struct {
 	mu   sync.Mutex
 	m    map[string]*flight
 	late *atomic.Uint64 // Stats.LateFollowers
+	// pending counts the ended flights whose entries the store does not
+	// show yet (finish).
+	pending atomic.Int64
+}
+
+// pendingEntry returns the entry an ended flight of key put into the cache
+// that the store may not show yet, or nil.
+func (g *flightGroup) pendingEntry(key string) *entry {
+	if g.pending.Load() == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f := g.m[key]; f != nil {
+		return f.pending
+	}
+	return nil
 }
 
 // maxLinger bounds how long an ended flight stays joinable (joinOrLead); it
@@ -188,6 +208,9 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 // entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	e := st.get(rd.key)
+	if p := s.flights.pendingEntry(rd.key); p != nil {
+		e = p // newer than any the store shows
+	}
 	if e == nil {
 		return nil, nil
 	}
@@ -265,7 +288,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
-				s.finish(f, nil, err, nil)
+				s.finish(f, nil, err, nil, nil, nil)
 				if err == errLeaderGone {
 					err = ctx.Err()
 				}
@@ -601,11 +624,6 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 				lc.openRows.Add(-1)
 			}
 		}
-		if filled != nil {
-			// The store applies puts later: the flight stays joinable
-			// until the entry shows, so no caller falls in between.
-			st.waitFor(filled)
-		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {
 			s.exit(t, errNotRun)
@@ -614,7 +632,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
-		s.finish(f, res, err, handoff)
+		s.finish(f, res, err, handoff, st, filled)
 		l.release(broken)
 		if rd.l2 != "" && !fromL2 {
 			s.storeShared(rd, filled) // after the waiters have their result
@@ -679,12 +697,23 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 
 // finish publishes the outcome of f to its waiters and removes it from the
 // group. An unshared result goes to the leader if it still waits.
-func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
+//
+// The store applies puts later, on a goroutine of its own. Neither the
+// waiters nor the next caller wait for that: until the store shows filled
+// (the entry f put into st), f stays in the group, ended, and lookups read
+// filled from it (pendingEntry), so that no caller falls in between.
+func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, st *store, filled *entry) {
 	g := &s.flights
 	g.mu.Lock()
 	var linger time.Duration
+	if filled != nil {
+		f.pending = filled
+		g.pending.Add(1)
+	}
 	if g.m[f.key] == f {
-		if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
+		if filled != nil {
+			// stays until the store shows filled
+		} else if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
 			now := s.opts.Clock.Now()
 			linger = min(now.Sub(f.started), maxLinger)
 			f.linger = now.Add(linger)
@@ -710,14 +739,22 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	if orphan != nil {
 		_ = orphan.Close()
 	}
-	if linger > 0 {
-		time.AfterFunc(linger, func() {
-			g.mu.Lock()
-			if g.m[f.key] == f {
-				delete(g.m, f.key)
-			}
-			g.mu.Unlock()
-		})
+	forget := func() {
+		g.mu.Lock()
+		if g.m[f.key] == f {
+			delete(g.m, f.key)
+		}
+		g.mu.Unlock()
+	}
+	switch {
+	case filled != nil:
+		go func() {
+			st.waitFor(filled)
+			forget()
+			g.pending.Add(-1)
+		}()
+	case linger > 0:
+		time.AfterFunc(linger, forget)
 	}
 }
 
