@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	_ "embed"
 	"encoding/base64"
@@ -196,19 +197,8 @@ func (s *Shield) livePage(now time.Time, top int) livePage {
 		p.Statements = append(p.Statements, st.live())
 	}
 	slices.SortStableFunc(p.Statements, func(a, b liveStatement) int {
-		switch {
-		case a.DatabaseSeconds != b.DatabaseSeconds:
-			if a.DatabaseSeconds > b.DatabaseSeconds {
-				return -1
-			}
-			return 1
-		case a.Calls != b.Calls:
-			if a.Calls > b.Calls {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Fingerprint, b.Fingerprint)
+		return cmp.Or(cmp.Compare(b.DatabaseSeconds, a.DatabaseSeconds), cmp.Compare(b.Calls, a.Calls),
+			strings.Compare(a.Fingerprint, b.Fingerprint))
 	})
 	if len(p.Statements) > top {
 		p.Statements = p.Statements[:top]
