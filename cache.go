@@ -205,11 +205,12 @@ func (st *store) wait() {
 	st.neg.Wait()
 }
 
-// Close releases the result cache's goroutines and memory. Queries through
-// the Shield keep working, uncached, after Close. Close does not close any
-// *sql.DB.
+// Close releases the result cache's goroutines and memory, and stops the
+// live page's sampling (Handler). Queries through the Shield keep working,
+// uncached, after Close. Close does not close any *sql.DB.
 func (s *Shield) Close() error {
 	s.closeFeeds()
+	s.load.close()
 	if ts := s.tier; ts != nil {
 		if ts.stop != nil {
 			ts.stop() // stops hearing other instances (idempotent)

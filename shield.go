@@ -288,6 +288,8 @@ type Shield struct {
 
 	feedStats feedCounters // the change feeds of its scopes
 
+	load loadSeries // recent load, for the live page (loadseries.go)
+
 	// Per-statement statistics and the writes per table the advisor
 	// weighs (stmtstats.go, advice.go), since started.
 	statements stmtTable

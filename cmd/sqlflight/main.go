@@ -11,6 +11,8 @@
 //	         soft/hard TTL) on an embedded SQLite database, or on Postgres with
 //	         -dsn; print a side-by-side table and write an SVG chart
 //	explain  tell how sqlflight routes a statement: shared, cached, and why
+//	top      show an application's live page (sqlflight.Handler) in the
+//	         terminal: top statements, how they were served, the advisor
 //	triggers install or remove the change triggers of the NOTIFY feed, or
 //	         print their SQL for a migration tool
 //
@@ -41,6 +43,7 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "play a hot-key herd three ways (SQLite, or Postgres with -dsn); table and SVG chart", run: runDemo},
 	{name: "explain", summary: "tell whether a statement would be shared and cached, and why", run: runExplain},
+	{name: "top", summary: "an application's live page in the terminal: top statements, hits and misses, advice", run: runTop},
 	{name: "triggers", summary: "install|uninstall|sql: the change triggers of the NOTIFY feed", run: runTriggers},
 }
 

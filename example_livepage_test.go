@@ -1,0 +1,19 @@
+package sqlflight_test
+
+import (
+	"net/http"
+
+	"github.com/sqlflight/sqlflight"
+)
+
+// Mount the live page on the application's debug listener, next to
+// net/http/pprof: the page at /debug/sqlflight/, its JSON at
+// /debug/sqlflight/json. It shows SQL text and arguments: keep the
+// listener private. (Compiled, not run.)
+func ExampleHandler() {
+	shield := sqlflight.New()
+	defer shield.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", sqlflight.Handler(shield)))
+	go http.ListenAndServe("127.0.0.1:6060", mux) // loopback: a private listener
+}

@@ -1,0 +1,220 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileSQL is a statement whose text tries to leave every context the
+// page puts it in: script, element, attribute.
+const hostileSQL = `SELECT n FROM items WHERE id = $1 AND note <> '</script><img src=x onerror=alert(1)>"''` + "`" + `'`
+
+// livePageDB opens a fake parent with a cached statement, a coalesced one
+// and the hostile one, and reads each a few times.
+func livePageDB(t *testing.T) (*sql.DB, *Shield, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock()
+	d := &fakeDriver{onQuery: func(_ context.Context, _ string, args []driver.NamedValue) (driver.Rows, error) {
+		return oneRow(args[0].Value), nil
+	}}
+	db, s := openFake(t, d, Options{Clock: clock})
+	t.Cleanup(func() { _ = s.Close() })
+	for _, q := range []struct {
+		sql string
+		n   int
+	}{{ttlQuery, 10}, {"SELECT n FROM orders WHERE id = $1", 4}, {hostileSQL, 2}} {
+		for range q.n {
+			readN(t, db, q.sql, 7)
+		}
+	}
+	return db, s, clock
+}
+
+func getLive(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", target, w.Code, w.Body)
+	}
+	return w
+}
+
+// The JSON lists the statements by database time with their split, the
+// Shield's stats, the load between samples, and the advice.
+func TestLivePageJSON(t *testing.T) {
+	_, s, clock := livePageDB(t)
+	h := Handler(s)
+	getLive(t, h, "/json") // the first sample
+	clock.Add(2 * time.Second)
+
+	w := getLive(t, h, "/json?top=2")
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	var page struct {
+		Stats      map[string]any
+		Statements []map[string]any
+		Counted    int `json:"statements_counted"`
+		Load       struct {
+			Points []loadPoint
+		}
+		Advice []map[string]any
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Statements) != 2 || page.Counted != 3 {
+		t.Fatalf("%d statements of %d, want 2 of 3", len(page.Statements), page.Counted)
+	}
+	for i := 1; i < len(page.Statements); i++ {
+		if page.Statements[i]["database_seconds"].(float64) > page.Statements[i-1]["database_seconds"].(float64) {
+			t.Errorf("statements not by database time: %v", page.Statements)
+		}
+	}
+	if page.Stats["Queries"].(float64) != 16 || page.Advice == nil {
+		t.Errorf("stats %v, advice %v", page.Stats["Queries"], page.Advice)
+	}
+	if p := page.Load.Points; len(p) != 1 || p[0].Seconds != 2 || p[0].Queries != 0 {
+		t.Errorf("load points %+v, want one of 2s without a query (both samples came after every query)", p)
+	}
+
+	all := getLive(t, h, "/json")
+	var full struct{ Statements []liveStatement }
+	if err := json.Unmarshal(all.Body.Bytes(), &full); err != nil {
+		t.Fatal(err)
+	}
+	var cached, hostile *liveStatement
+	for i, st := range full.Statements {
+		switch st.SQL {
+		case s.Explain(context.Background(), ttlQuery).Normalized:
+			cached = &full.Statements[i]
+		case s.Explain(context.Background(), hostileSQL).Normalized:
+			hostile = &full.Statements[i]
+		}
+	}
+	if cached == nil || hostile == nil {
+		t.Fatalf("statements %+v", full.Statements)
+	}
+	if cached.Calls != 10 || cached.Miss != 1 || cached.Fresh != 9 || cached.OriginExecutions != 1 ||
+		cached.Policy == "" || len(cached.HotKeys) != 1 || cached.P50 <= 0 {
+		t.Errorf("cached statement %+v", *cached)
+	}
+	if strings.Contains(all.Body.String(), "<img") || !strings.Contains(all.Body.String(), `\u003c/script\u003e\u003cimg`) {
+		t.Errorf("the JSON does not escape the hostile SQL: %s", all.Body)
+	}
+}
+
+// The load series keeps one sample a second at most, bounded, and reports
+// rates between samples over the real gap.
+func TestLoadSeries(t *testing.T) {
+	var ls loadSeries
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ls.add(loadSample{at: t0})
+	ls.add(loadSample{at: t0.Add(500 * time.Millisecond), origins: 99}) // too soon: dropped
+	ls.add(loadSample{at: t0.Add(2 * time.Second), queries: 10, hits: 6, origins: 4, bypassed: 2})
+	ls.add(loadSample{at: t0.Add(3 * time.Second), queries: 13, hits: 9, origins: 4, bypassed: 2})
+	pts := ls.points()
+	if len(pts) != 2 || pts[0].Queries != 5 || pts[0].Hits != 3 || pts[0].Origins != 2 || pts[0].Bypassed != 1 ||
+		pts[0].Seconds != 2 || pts[1].Queries != 3 || pts[1].Origins != 0 || !pts[1].At.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("points %+v", pts)
+	}
+	for i := range 1000 {
+		ls.add(loadSample{at: t0.Add(time.Duration(4+i) * time.Second), queries: uint64(13 + i)})
+	}
+	pts = ls.points()
+	if len(pts) != int(loadWindow/time.Second) || ls.n != loadSamples {
+		t.Fatalf("%d points from %d samples, want %d", len(pts), ls.n, loadWindow/time.Second)
+	}
+	if pts[0].Queries != 1 || !pts[len(pts)-1].At.Equal(t0.Add(1003*time.Second)) {
+		t.Errorf("first %+v last %+v", pts[0], pts[len(pts)-1])
+	}
+}
+
+// The handler samples the Shield's counters on each request (by its
+// Clock) and once a second from the first request until Close.
+func TestLivePageLoad(t *testing.T) {
+	db, s, clock := livePageDB(t)
+	h := Handler(s)
+	getLive(t, h, "/json")
+	if !s.load.ticking {
+		t.Fatal("the first request did not start the sampling")
+	}
+	clock.Add(2 * time.Second)
+	for range 6 {
+		readN(t, db, ttlQuery, 7) // fresh hits
+	}
+	clock.Add(time.Second) // a tick may take this sample: the counters are the same
+	w := getLive(t, h, "/json")
+	var page struct{ Load liveLoad }
+	if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
+		t.Fatal(err)
+	}
+	pts := page.Load.Points
+	if len(pts) == 0 {
+		t.Fatal("no load points")
+	}
+	var hits, queries float64
+	for _, p := range pts {
+		hits += p.Hits * p.Seconds
+		queries += p.Queries * p.Seconds
+	}
+	if hits != 6 || queries != 6 || page.Load.EverySeconds != 1 || page.Load.WindowSeconds != 300 {
+		t.Errorf("load %+v: %v hits, %v queries, want 6", page.Load, hits, queries)
+	}
+	_ = s.Close()
+	if s.load.ticking {
+		t.Error("Close did not stop the sampling")
+	}
+	getLive(t, h, "/json") // after Close the page still answers, without a ticker
+	if s.load.ticking {
+		t.Error("a request after Close started the sampling")
+	}
+}
+
+// The HTML page renders every text escaped, runs only its own script, and
+// answers GET alone.
+func TestLivePageHTML(t *testing.T) {
+	_, s, _ := livePageDB(t)
+	h := Handler(s)
+	for _, target := range []string{"/", "", "/anything"} {
+		w := getLive(t, h, "/"+strings.TrimPrefix(target, "/"))
+		body := w.Body.String()
+		if !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+			t.Errorf("%s: content type %q", target, w.Header().Get("Content-Type"))
+		}
+		if strings.Contains(body, "<img") || !strings.Contains(body, "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") {
+			t.Errorf("%s: the hostile SQL is not escaped", target)
+		}
+		if strings.Count(body, "<script") != 1 || strings.Count(body, "</script>") != 1 {
+			t.Errorf("%s: %d scripts open, %d close", target, strings.Count(body, "<script"), strings.Count(body, "</script>"))
+		}
+		csp := w.Header().Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'nonce-") || !strings.Contains(body, `<script nonce="`) || !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("%s: CSP %q", target, csp)
+		}
+		for _, want := range []string{"Top statements by database time", "Circuit breakers", "Advisor", `id="chart"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: no %q", target, want)
+			}
+		}
+	}
+	for _, bad := range []struct {
+		method, target string
+		code           int
+	}{{http.MethodPost, "/json", http.StatusMethodNotAllowed}, {http.MethodGet, "/json?top=0", http.StatusBadRequest},
+		{http.MethodGet, "/json?top=x", http.StatusBadRequest}} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(bad.method, bad.target, nil))
+		if w.Code != bad.code {
+			t.Errorf("%s %s: %d, want %d", bad.method, bad.target, w.Code, bad.code)
+		}
+	}
+}
