@@ -47,6 +47,11 @@ type conn struct {
 	idleInPool  bool
 	waitingOnly bool
 	pooled      atomic.Bool
+	// touched: the caller's own work reached the real connection since c
+	// last came out of database/sql's pool. Its session may then hold what
+	// no classification sees (currval, pg_backend_pid): a sql.Conn user
+	// may count on it, so it is not lent while its caller waits.
+	touched bool
 	// owes is the flight whose result c's last caller took, owesOut
 	// whether c counts among its callers out (guarded by flightGroup.mu),
 	// parkedAt when c then went back to database/sql's pool, handed
@@ -116,6 +121,7 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 		}
 		c.mu.Lock()
 	}
+	c.touched = true
 	if rc := c.real; rc != nil {
 		c.mu.Unlock()
 		return rc, nil

@@ -271,7 +271,7 @@ func (c *conn) lendable() bool { return c.idleInPool || c.waitingOnly }
 // offer makes c's clean real connection lendable while its caller waits
 // (in a flight, or for the server's verdict); withdraw ends that.
 func (c *conn) offer() {
-	if !c.swappable() {
+	if !c.swappable() || c.touched {
 		return
 	}
 	c.mu.Lock()
@@ -298,6 +298,7 @@ func (c *conn) awake() {
 	if c.pooled.Load() {
 		c.mu.Lock()
 		c.idleInPool = false
+		c.touched = false // a new checkout: nothing of the session is anyone's
 		c.mu.Unlock()
 		c.pooled.Store(false)
 		if c.owes.Load() != nil {
@@ -332,7 +333,7 @@ func (c *conn) parked() {
 		c.parkedAt.Store(c.s.opts.Clock.Now().UnixNano())
 	}
 	c.pooled.Store(true)
-	if !c.swappable() {
+	if !c.swappable() || c.touched {
 		return
 	}
 	c.mu.Lock()

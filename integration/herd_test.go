@@ -540,3 +540,68 @@ func closedChan() <-chan struct{} {
 	close(ch)
 	return ch
 }
+
+// TestFollowerKeepsItsSession: a sql.Conn whose caller ran its own work on
+// its session (nextval, pg_backend_pid) keeps its real connection while it
+// waits as a follower, even when another leader waits for a real
+// connection under MaxConns: currval and the backend are still its own.
+func TestFollowerKeepsItsSession(t *testing.T) {
+	dsn := postgresDSN(t)
+	admin := openRaw(t, dsn)
+	ctx := testContext(t, testTimeout)
+	g := newGateFunc(t, admin, dsn, "keep", "TABLE(answer int, label text)", herdTail)
+	seq := "public.keep_seq_" + uniqueID(t)
+	mustExec(t, admin, "CREATE SEQUENCE "+seq)
+	cleanupExec(t, admin, "DROP SEQUENCE IF EXISTS "+seq)
+	herdQuery := fmt.Sprintf(`/* sqlflight: coalesce pure=%[1]s */ SELECT * FROM %[1]s()`, g.fn)
+	db, sh := openFlight(t, dsn, sqlflight.Options{MaxConns: 2})
+
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pid1, pid2, next, curr int64
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid(), nextval('`+seq+`')`).Scan(&pid1, &next); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	g.close(t)
+	defer g.open(t)
+	// The flight's leader (on the pool's connection: the cap's second),
+	// then conn as its follower.
+	lead := startHerd(ctx, db, herdQuery, 1, closedChan(), &wg)
+	waitUntil(t, time.Minute, func() string { return "the leader at the gate: " + statsString(sh.Stats()) },
+		func() bool { return sh.Stats().InFlight == 1 })
+	followed := make(chan error, 1)
+	go func() {
+		var a int64
+		var l string
+		followed <- conn.QueryRowContext(ctx, herdQuery).Scan(&a, &l)
+	}()
+	waitUntil(t, time.Minute, func() string { return "conn following: " + statsString(sh.Stats()) },
+		func() bool { return sh.Stats().Followers == 1 })
+	// Another statement needs a real connection: both are taken.
+	other := make(chan error, 1)
+	go func() { _, err := db.ExecContext(ctx, `SELECT 1`); other <- err }()
+	waitUntil(t, time.Minute, func() string { return "a wait for a real connection: " + statsString(sh.Stats()) },
+		func() bool { return sh.Stats().RealConnWaits >= 1 })
+	g.open(t)
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	summarize(t, lead)
+
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid(), currval('`+seq+`')`).Scan(&pid2, &curr); err != nil {
+		t.Fatalf("currval on the same sql.Conn: %v", err)
+	}
+	if pid2 != pid1 || curr != next {
+		t.Errorf("the sql.Conn's session moved: backend %d then %d, currval %d after nextval %d", pid1, pid2, curr, next)
+	}
+}
