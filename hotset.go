@@ -28,7 +28,9 @@ import (
 // text, "NaN", "+Inf"), "bool", "string", "bytes" (standard base64;
 // without "v", a nil []byte),
 // "time" (RFC 3339 with nanoseconds and the zone offset) and "null"
-// (without "v"). The fingerprint and the policy only inform: Prewarm
+// (without "v"); and Go's other numeric types, which some drivers (pgx)
+// take as they are: "int", "int8", "int16", "int32", "uint", "uint16",
+// "uint32", "uint64", "float32". The fingerprint and the policy only inform: Prewarm
 // scans the text again and judges it under its own Shield's policy.
 
 const (
@@ -141,6 +143,10 @@ func encodeArg(v driver.Value) typedValue {
 		return text("bytes", base64.StdEncoding.EncodeToString(v))
 	case time.Time:
 		return text("time", v.Format(time.RFC3339Nano))
+	case int, int8, int16, int32, uint, uint16, uint32, uint64:
+		return text(fmt.Sprintf("%T", v), fmt.Sprint(v))
+	case float32:
+		return text("float32", strconv.FormatFloat(float64(v), 'g', -1, 32))
 	}
 	return typedValue{T: "null"}
 }
@@ -173,8 +179,41 @@ func decodeArg(a typedValue) (driver.Value, error) {
 		return base64.StdEncoding.DecodeString(v)
 	case "time":
 		return time.Parse(time.RFC3339Nano, v)
+	case "float32":
+		f, err := strconv.ParseFloat(v, 32)
+		return float32(f), err
+	}
+	if conv, ok := goInts[a.T]; ok {
+		return conv(v)
 	}
 	return nil, fmt.Errorf("unknown type %q", a.T)
+}
+
+// goInts read Go's integer types other than int64, which drivers such as
+// pgx take as they are (so they are part of a key as they are).
+var goInts = map[string]func(string) (driver.Value, error){
+	"int":    signed(strconv.IntSize, func(n int64) driver.Value { return int(n) }),
+	"int8":   signed(8, func(n int64) driver.Value { return int8(n) }),
+	"int16":  signed(16, func(n int64) driver.Value { return int16(n) }),
+	"int32":  signed(32, func(n int64) driver.Value { return int32(n) }),
+	"uint":   unsigned(strconv.IntSize, func(n uint64) driver.Value { return uint(n) }),
+	"uint16": unsigned(16, func(n uint64) driver.Value { return uint16(n) }),
+	"uint32": unsigned(32, func(n uint64) driver.Value { return uint32(n) }),
+	"uint64": unsigned(64, func(n uint64) driver.Value { return n }),
+}
+
+func signed(bits int, of func(int64) driver.Value) func(string) (driver.Value, error) {
+	return func(s string) (driver.Value, error) {
+		n, err := strconv.ParseInt(s, 10, bits)
+		return of(n), err
+	}
+}
+
+func unsigned(bits int, of func(uint64) driver.Value) func(string) (driver.Value, error) {
+	return func(s string) (driver.Value, error) {
+		n, err := strconv.ParseUint(s, 10, bits)
+		return of(n), err
+	}
 }
 
 // readHotSet reads and checks a hot set, untrusted: at most maxBytes of

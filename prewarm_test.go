@@ -159,7 +159,7 @@ func TestPrewarmRefusesHostileSnapshot(t *testing.T) {
 		// Keys out of bounds or mistyped are dropped, and a statement
 		// left with none.
 		stmt("/* sqlflight: ttl=1h */ SELECT n FROM products WHERE name = $1",
-			`[{"t":"int64","v":"x"}]`, `[{"t":"float64","v":"1e999"}]`, `[{"t":"uint64","v":"1"}]`,
+			`[{"t":"int64","v":"x"}]`, `[{"t":"float64","v":"1e999"}]`, `[{"t":"complex128","v":"1"}]`, `[{"t":"int8","v":"300"}]`,
 			`[{"t":"string","v":"`+strings.Repeat("x", 2000)+`"}]`, `[{"t":"int64"}]`, `[{"t":"null","v":"1"}]`),
 		stmt("/* sqlflight: ttl=1h */ SELECT n FROM products WHERE id = $1 -- "+strings.Repeat("x", 17<<10), one),
 	}}
@@ -341,4 +341,29 @@ func openWarm(t *testing.T, d *fakeDriver, opts ...Option) (*sql.DB, *Shield) {
 	db, s := openFake(t, d, opts...)
 	t.Cleanup(func() { _ = s.Close() })
 	return db, s
+}
+
+func TestHotSetArgTypes(t *testing.T) {
+	at := time.Date(2024, 1, 2, 3, 4, 5, 6, time.FixedZone("", -3*3600))
+	vals := []driver.Value{int64(math.MinInt64), math.NaN(), math.Inf(1), -0.0, 1e-300, true, "x\x00y", []byte(nil), []byte{},
+		at, nil, int(-5), int8(-8), int16(16), int32(-32), uint(5), uint16(16), uint32(32), uint64(math.MaxUint64), float32(0.1)}
+	data, err := json.Marshal(encodeArgs(vals))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []typedValue
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	raw, ok := decodeArgs(back)
+	if !ok {
+		t.Fatalf("%s did not decode", data)
+	}
+	for i, v := range vals {
+		k1, _ := appendValue(nil, v)
+		k2, _ := appendValue(nil, raw[i])
+		if !bytes.Equal(k1, k2) {
+			t.Errorf("argument %d: %#v came back as %#v", i, v, raw[i])
+		}
+	}
 }

@@ -675,7 +675,8 @@ func printArgs(args []driver.NamedValue) []string {
 
 // rawArgs copies args for pre-warming and reports whether it could: only
 // positional plain driver values (int64, float64, bool, []byte, string,
-// time.Time, nil) within maxWarmArgs in all.
+// time.Time, nil) and Go's other integer and float types, within
+// maxWarmArgs in all.
 func rawArgs(args []driver.NamedValue) ([]driver.Value, bool) {
 	out := make([]driver.Value, len(args))
 	size := 0
@@ -684,8 +685,8 @@ func rawArgs(args []driver.NamedValue) ([]driver.Value, bool) {
 			return nil, false
 		}
 		switch v := a.Value.(type) {
-		case nil, int64, float64, bool, time.Time:
-			out[i] = v
+		case nil, int64, float64, bool, time.Time, int, int8, int16, int32, uint, uint16, uint32, uint64, float32:
+			out[i] = v // some drivers (pgx) take Go's integers as they are
 			size += 8
 		case string:
 			out[i] = strings.Clone(v)
