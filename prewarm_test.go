@@ -367,3 +367,54 @@ func TestHotSetArgTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestPrewarmFromFleet: an instance publishes the fleet's hot set; a new
+// one fills its L1 from the tier's values without querying its database,
+// and then serves the keys from L1. A forged hot set is ignored.
+func TestPrewarmFromFleet(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	f := fleetOf(t, 2, tier, Options{})
+	for k := range 3 {
+		readShared(t, f[0], ttlQuery, k)
+		readN(t, f[0].db, ttlQuery, k)
+	}
+	if err := f[0].s.PublishHotSet(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in := f[1]
+	rep, err := in.s.Prewarm(context.Background(), PrewarmOptions{DB: in.db, FromFleet: true})
+	if err != nil || rep.Loaded != 3 || rep.Replayed != 0 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if q := in.c.d.queries.Load(); q != 0 {
+		t.Fatalf("pre-warming from the fleet queried the database %d times", q)
+	}
+	calls := tier.calls.Load()
+	for k := range 3 {
+		readN(t, in.db, ttlQuery, k)
+	}
+	if in.c.d.queries.Load() != 0 || tier.calls.Load() != calls || in.s.Stats().FreshHits != 3 {
+		t.Fatalf("after pre-warming: %d queries, %d tier calls, %+v", in.c.d.queries.Load(), tier.calls.Load()-calls, in.s.Stats())
+	}
+
+	// A hot set written by someone without the secret is not read.
+	tier.mu.Lock()
+	for k, v := range tier.vals {
+		if strings.HasSuffix(k, fleetHotSetKey) {
+			v.data = append([]byte(nil), v.data...)
+			v.data[len(v.data)-2] ^= 1
+			tier.vals[k] = v
+		}
+	}
+	tier.mu.Unlock()
+	fresh := fleetOf(t, 1, tier, Options{})[0]
+	rep, err = fresh.s.Prewarm(context.Background(), PrewarmOptions{DB: fresh.db, FromFleet: true})
+	if err != nil || rep.Loaded != 0 || fresh.s.Stats().SharedForged != 1 {
+		t.Fatalf("forged hot set: %+v %v forged %d", rep, err, fresh.s.Stats().SharedForged)
+	}
+	// Without a tier, FromFleet is an error.
+	db, s := openWarm(t, &fakeDriver{})
+	if _, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, FromFleet: true}); !errors.Is(err, ErrNoSharedTier) {
+		t.Fatal(err)
+	}
+}
