@@ -664,17 +664,7 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 
 // writeComparison prints the ways side by side as a Markdown table.
 func writeComparison(w io.Writer, rs []herdResult) {
-	header := []string{""}
-	for _, r := range rs {
-		header = append(header, r.name)
-	}
-	row := func(label string, cell func(r herdResult) string) []string {
-		out := []string{label}
-		for _, r := range rs {
-			out = append(out, cell(r))
-		}
-		return out
-	}
+	header, row := comparison(rs)
 	fromStats := func(f func(st *sqlflight.Stats) string) func(herdResult) string {
 		return func(r herdResult) string {
 			if r.stats == nil {
@@ -712,6 +702,22 @@ func writeComparison(w io.Writer, rs []herdResult) {
 		row("sqlflight bypassed", fromStats(func(st *sqlflight.Stats) string { return fmt.Sprint(st.Bypassed) })),
 	)
 	writeTable(w, header, rows)
+}
+
+// comparison returns the header of a table with a column per result, and
+// a function that makes a row of it from a label and each result's cell.
+func comparison(rs []herdResult) ([]string, func(string, func(herdResult) string) []string) {
+	header := []string{""}
+	for _, r := range rs {
+		header = append(header, r.name)
+	}
+	return header, func(label string, cell func(herdResult) string) []string {
+		out := []string{label}
+		for _, r := range rs {
+			out = append(out, cell(r))
+		}
+		return out
+	}
 }
 
 // writeTable prints a Markdown table, its columns padded to line up; the

@@ -109,17 +109,7 @@ func prewarmWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, sh
 
 // writeDeployComparison prints the deploy scenario's table.
 func writeDeployComparison(w io.Writer, rs []herdResult) {
-	header := []string{""}
-	for _, r := range rs {
-		header = append(header, r.name)
-	}
-	row := func(label string, cell func(r herdResult) string) []string {
-		out := []string{label}
-		for _, r := range rs {
-			out = append(out, cell(r))
-		}
-		return out
-	}
+	header, row := comparison(rs)
 	rows := [][]string{
 		row("pre-warming: origin queries (at most at once)", func(r herdResult) string {
 			if r.warmOrigin == 0 {
