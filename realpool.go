@@ -167,7 +167,7 @@ func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
 		broken = true
 	}
 	p.mu.Lock()
-	if !broken && (p.live == nil || p.live.Load() > 0) && (len(p.idle) < maxSpareIdle || p.waiters > 0) {
+	if !broken && (p.live == nil || p.live.Load() > 0) && (len(p.idle) < maxSpareIdle || p.waiters > 0 || p.max > 0) {
 		p.idle = append(p.idle, idleReal{rc: rc, since: time.Now()})
 		p.signalLocked()
 		if p.timer == nil {
@@ -322,8 +322,8 @@ func (c *conn) statement() {
 }
 
 // parked is called when database/sql puts c back in its pool (IsValid):
-// its clean real connection goes to whoever waits under the cap, or stays
-// lendable.
+// its clean real connection goes to the scope's idle ones under the cap (or
+// when someone waits for one), else stays lendable.
 func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
@@ -333,7 +333,7 @@ func (c *conn) parked() {
 		c.parkedAt.Store(c.s.opts.Clock.Now().UnixNano())
 	}
 	c.pooled.Store(true)
-	if !c.swappable() || c.touched {
+	if !c.swappable() {
 		return
 	}
 	c.mu.Lock()
@@ -342,7 +342,9 @@ func (c *conn) parked() {
 		c.mu.Unlock()
 		return
 	}
-	if c.sc.spare.wanted() {
+	if c.sc.spare.max > 0 || c.sc.spare.wanted() {
+		// Under the cap every idle real connection is the scope's, where
+		// whoever waits for one finds it.
 		c.real = nil
 		c.mu.Unlock()
 		c.sc.spare.put(rc, false, c.s)

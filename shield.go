@@ -518,6 +518,15 @@ type Stats struct {
 	ProbeFailures uint64
 	ProbeDuration Histogram
 
+	// Pre-warming (Shield.Prewarm): keys queried and cached, keys cached
+	// from the shared tier's values, keys skipped (already cached, in
+	// flight, refused with their statement, too large, no tier value),
+	// and keys whose origin query failed.
+	PrewarmReplayed uint64
+	PrewarmLoaded   uint64
+	PrewarmSkipped  uint64
+	PrewarmFailed   uint64
+
 	// The change feed (Options.Feed; zero without one). FeedState is
 	// "starting", "current" (streaming, caught up), "lagging" (streaming,
 	// over a second behind), "down" (failed; it is opened again after a
@@ -612,6 +621,7 @@ type counters struct {
 	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
 	realOpened, probes, probeFailures, probeRedials                  atomic.Uint64
 	realWaits, realsLent, lateFollowers                              atomic.Uint64
+	prewarmReplayed, prewarmLoaded, prewarmSkipped, prewarmFailed    atomic.Uint64
 	waiting, inFlight, realConns                                     atomic.Int64
 
 	reasons sync.Map // string → *atomic.Uint64
@@ -667,6 +677,10 @@ func (c *counters) snapshot() Stats {
 		Probes:              c.probes.Load(),
 		ProbeFailures:       c.probeFailures.Load(),
 		ProbeDuration:       c.probeDuration.snapshot(),
+		PrewarmReplayed:     c.prewarmReplayed.Load(),
+		PrewarmLoaded:       c.prewarmLoaded.Load(),
+		PrewarmSkipped:      c.prewarmSkipped.Load(),
+		PrewarmFailed:       c.prewarmFailed.Load(),
 	}
 	c.reasons.Range(func(k, v any) bool {
 		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()

@@ -42,6 +42,11 @@ const (
 	// maxArgText bounds one argument, maxArgsText all of a key's, in print.
 	maxArgText  = 64
 	maxArgsText = 256
+	// maxWarmText bounds the text kept for pre-warming (prewarm.go), and
+	// maxWarmArgs a key's raw arguments, counted as their bytes (8 for
+	// a number, a bool or a time).
+	maxWarmText = 16 << 10
+	maxWarmArgs = 1 << 10
 	// sampleEvery: one call in this many of a statement is timed, and
 	// notes its plan (reading the clock costs more than the rest).
 	sampleEvery = 64
@@ -181,6 +186,10 @@ type HotKey struct {
 	Calls uint64   `json:"calls"`
 	Error uint64   `json:"error"`
 	Args  []string `json:"args,omitempty"`
+
+	// raw are its arguments as sent, for pre-warming, when warm.
+	raw  []driver.Value
+	warm bool
 }
 
 // stmtStats are one statement's counters.
@@ -196,6 +205,7 @@ type stmtStats struct {
 
 	normalized string // the index's key, as scanned
 	sql, text  string // bounded copies
+	warm       string // the text as sent, when at most maxWarmText (pre-warming)
 	truncated  bool
 	fp         string
 	verdict    sqlscan.Verdict
@@ -313,6 +323,9 @@ func newStmtStats(r *sqlscan.Result, query string, now time.Time) *stmtStats {
 	st.sql, st.truncated = bounded(r.Normalized, maxStatementText)
 	if len(query) <= maxStatementText {
 		st.text = strings.Clone(query)
+		st.warm = st.text
+	} else if len(query) <= maxWarmText {
+		st.warm = strings.Clone(query)
 	}
 	return st
 }
@@ -564,10 +577,13 @@ type hotSlot struct {
 	args  atomic.Pointer[keyArgs]
 }
 
-// keyArgs are a key's arguments in print.
+// keyArgs are a key's arguments in print and, when they are plain driver
+// values within maxWarmArgs (warm), copies of them for pre-warming.
 type keyArgs struct {
 	hash uint64
 	args []string
+	raw  []driver.Value
+	warm bool
 }
 
 func (hk *hotKeys) see(h uint64, args []driver.NamedValue) {
@@ -576,7 +592,8 @@ func (hk *hotKeys) see(h uint64, args []driver.NamedValue) {
 		if sl.hash.Load() == h {
 			sl.count.Add(1)
 			if a := sl.args.Load(); a == nil || a.hash != h {
-				sl.args.Store(&keyArgs{hash: h, args: printArgs(args)})
+				raw, warm := rawArgs(args)
+				sl.args.Store(&keyArgs{hash: h, args: printArgs(args), raw: raw, warm: warm})
 			}
 			return
 		}
@@ -613,7 +630,7 @@ func (hk *hotKeys) snapshot() []HotKey {
 		}
 		k := HotKey{Hash: fmt.Sprintf("%016x", h), Calls: sl.count.Load(), Error: sl.err.Load()}
 		if a := sl.args.Load(); a != nil && a.hash == h {
-			k.Args = a.args
+			k.Args, k.raw, k.warm = a.args, a.raw, a.warm
 		}
 		out = append(out, k)
 	}
@@ -654,6 +671,41 @@ func printArgs(args []driver.NamedValue) []string {
 		out = append(out, p)
 	}
 	return out
+}
+
+// rawArgs copies args for pre-warming and reports whether it could: only
+// positional plain driver values (int64, float64, bool, []byte, string,
+// time.Time, nil) and Go's other integer and float types, within
+// maxWarmArgs in all.
+func rawArgs(args []driver.NamedValue) ([]driver.Value, bool) {
+	out := make([]driver.Value, len(args))
+	size := 0
+	for i, a := range args {
+		if a.Name != "" || a.Ordinal != i+1 {
+			return nil, false
+		}
+		switch v := a.Value.(type) {
+		case nil, int64, float64, bool, time.Time, int, int8, int16, int32, uint, uint16, uint32, uint64, float32:
+			out[i] = v // some drivers (pgx) take Go's integers as they are
+			size += 8
+		case string:
+			out[i] = strings.Clone(v)
+			size += len(v)
+		case []byte:
+			if v != nil {
+				out[i] = append(make([]byte, 0, len(v)), v...)
+			} else {
+				out[i] = []byte(nil)
+			}
+			size += len(v)
+		default:
+			return nil, false
+		}
+		if size > maxWarmArgs {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 func cut(s string, n int) string {

@@ -47,6 +47,11 @@ type way struct {
 	name       string
 	annotation string // prepended to the query; "" for none
 	protected  bool   // through a sqlflight Shield
+	// keys spreads a wave's callers over the products 1..keys (0: the
+	// hot one only); prewarm, when set, is a hot set the Shield warms
+	// from before the first wave (the deploy scenario, deploy.go).
+	keys    int
+	prewarm []byte
 }
 
 // demoWays returns the three ways, the TTL one with the given soft and hard
@@ -78,6 +83,8 @@ type demoConfig struct {
 	bucket   time.Duration // width of a chart bucket
 	dsn      string        // postgres://… or "" for the embedded SQLite
 	progress time.Duration // between two progress lines; 0: none while a way runs
+	scenario string        // "herd" (the three ways) or "deploy" (deploy.go)
+	warmConc int           // the deploy scenario's pre-warming concurrency
 
 	// hold, when set, replaces the sleep in slow_price (SQLite only): every
 	// execution calls it with the index of the way and its Shield (nil in
@@ -115,6 +122,11 @@ type herdResult struct {
 	wall     time.Duration
 	stats    *sqlflight.Stats // nil in the unprotected way
 	buckets  []bucket
+	// The deploy scenario: origins until the first wave's callers all had
+	// their rows, and the origins of pre-warming and the most of them at
+	// once.
+	firstWave            int64
+	warmOrigin, warmPeak int64
 }
 
 // runDemo is the demo subcommand: it parses flags, plays the three ways,
@@ -135,6 +147,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.conns, "conns", 20, "database connections of the unprotected way, origin queries at once of the others (0: no limit)")
 	fs.StringVar(&cfg.dsn, "dsn", "", "run against this Postgres (postgres://…) instead of an embedded SQLite")
 	fs.StringVar(&chart, "chart", "sqlflight-demo.svg", "write the chart (SVG) to this file; \"\" for none")
+	fs.StringVar(&cfg.scenario, "scenario", "herd", "herd: one hot key three ways; deploy: a cold restart under load, with and without pre-warming")
+	fs.IntVar(&cfg.warmConc, "warm-conc", 2, "deploy: origin queries pre-warming runs at once")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sqlflight demo [flags]
 
@@ -172,16 +186,24 @@ Flags:
 		return fmt.Errorf("%w: want 0 < -soft <= -hard", errUsage)
 	case cfg.conns < 0:
 		return fmt.Errorf("%w: -conns must not be negative", errUsage)
+	case cfg.scenario != "herd" && cfg.scenario != "deploy":
+		return fmt.Errorf("%w: -scenario must be herd or deploy", errUsage)
+	case cfg.warmConc < 1:
+		return fmt.Errorf("%w: -warm-conc must be at least 1", errUsage)
 	case cfg.dsn != "" && !strings.HasPrefix(cfg.dsn, "postgres://") && !strings.HasPrefix(cfg.dsn, "postgresql://"):
 		return fmt.Errorf("%w: -dsn must be a postgres:// URL", errUsage)
 	}
 
-	results, err := playDemo(ctx, stdout, cfg)
+	play, compare, conclude := playDemo, writeComparison, verdict
+	if cfg.scenario == "deploy" {
+		play, compare, conclude = playDeploy, writeDeployComparison, deployVerdict
+	}
+	results, err := play(ctx, stdout, cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
-	writeComparison(stdout, results)
+	compare(stdout, results)
 	fmt.Fprintln(stdout)
 	if chart != "" {
 		if err := writeChartFile(chart, cfg, results); err != nil {
@@ -190,7 +212,7 @@ Flags:
 		abs, _ := filepath.Abs(chart)
 		fmt.Fprintf(stdout, "chart: %s\n", abs)
 	}
-	return verdict(stdout, results)
+	return conclude(stdout, results)
 }
 
 // A backend is the database the ways play against.
@@ -212,23 +234,11 @@ type backend interface {
 // playDemo sets up the backend, plays the three ways one after the other,
 // reporting progress to w, and tears the backend down.
 func playDemo(ctx context.Context, w io.Writer, cfg demoConfig) (_ []herdResult, err error) {
-	var be backend
-	if cfg.dsn == "" {
-		be, err = newSQLiteBackend(ctx, w, cfg)
-	} else {
-		be, err = newPostgresBackend(ctx, w, cfg)
-	}
+	be, err := openBackend(ctx, w, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		// Not on ctx: an interrupted demo still drops what it created.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if cerr := be.close(cctx); cerr != nil && err == nil {
-			err = fmt.Errorf("cleaning up: %w", cerr)
-		}
-	}()
+	defer closeBackend(ctx, be, &err)
 
 	ways := demoWays(cfg.soft, cfg.hard)
 	pool := "no limit on open connections"
@@ -258,6 +268,24 @@ func playDemo(ctx context.Context, w io.Writer, cfg demoConfig) (_ []herdResult,
 	return results, nil
 }
 
+// openBackend sets up the database the demo plays against.
+func openBackend(ctx context.Context, w io.Writer, cfg demoConfig) (backend, error) {
+	if cfg.dsn == "" {
+		return newSQLiteBackend(ctx, w, cfg)
+	}
+	return newPostgresBackend(ctx, w, cfg)
+}
+
+// closeBackend tears be down, not on ctx (an interrupted demo still drops
+// what it created), and sets *err to its error if *err is nil.
+func closeBackend(ctx context.Context, be backend, err *error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if cerr := be.close(cctx); cerr != nil && *err == nil {
+		*err = fmt.Errorf("cleaning up: %w", cerr)
+	}
+}
+
 // playWay opens the backend for way i and plays the paced herd on it: a wave
 // of cfg.callers every cfg.interval for cfg.duration, each wave released at
 // once whether or not the previous one has finished. A sampler reads the
@@ -283,6 +311,15 @@ func playWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, i int
 	if err != nil {
 		return herdResult{}, err
 	}
+	var warmOrigin, warmPeak int64
+	if h.prewarm != nil {
+		if warmOrigin, warmPeak, err = prewarmWay(ctx, w, be, cfg, shield, db, h.prewarm); err != nil {
+			return herdResult{}, err
+		}
+		base += warmOrigin
+	}
+	var firstWave, left0 atomic.Int64 // the first wave's origins, once its last caller is done
+	left0.Store(int64(cfg.callers))
 
 	waves := cfg.waves()
 	n := waves * cfg.callers
@@ -345,17 +382,26 @@ func playWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, i int
 		for c := range cfg.callers {
 			k := wv*cfg.callers + c
 			sent[k] = rel.Sub(t0)
+			id := hotID
+			if h.keys > 0 {
+				id = c%h.keys + 1
+			}
 			done.Go(func() {
 				var (
 					name  string
 					price int64
 				)
-				err := db.QueryRowContext(ctx, q, hotID).Scan(&name, &price)
-				if err == nil && (name != hotName || price != hotPrice) {
-					err = fmt.Errorf("wrong row: got (%q, %d), want (%q, %d)", name, price, hotName, hotPrice)
+				err := db.QueryRowContext(ctx, q, id).Scan(&name, &price)
+				if p := products[id-1]; err == nil && (name != p.name || price != p.price) {
+					err = fmt.Errorf("wrong row: got (%q, %d), want (%q, %d)", name, price, p.name, p.price)
 				}
 				lat[k], errs[k] = time.Since(rel), err
 				finished.Add(1)
+				if wv == 0 && left0.Add(-1) == 0 {
+					if c, err := be.count(ctx); err == nil {
+						firstWave.Store(c - base)
+					}
+				}
 			})
 		}
 	}
@@ -380,7 +426,8 @@ func playWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, i int
 		return herdResult{}, err
 	}
 
-	r := herdResult{name: h.name, callers: n, waves: waves, origin: total - base, peak: be.peak(ctx), wall: wall}
+	r := herdResult{name: h.name, callers: n, waves: waves, origin: total - base, peak: be.peak(ctx), wall: wall,
+		firstWave: firstWave.Load(), warmOrigin: warmOrigin, warmPeak: warmPeak}
 	for _, err := range errs {
 		if err != nil {
 			r.errors++
@@ -617,17 +664,7 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 
 // writeComparison prints the ways side by side as a Markdown table.
 func writeComparison(w io.Writer, rs []herdResult) {
-	header := []string{""}
-	for _, r := range rs {
-		header = append(header, r.name)
-	}
-	row := func(label string, cell func(r herdResult) string) []string {
-		out := []string{label}
-		for _, r := range rs {
-			out = append(out, cell(r))
-		}
-		return out
-	}
+	header, row := comparison(rs)
 	fromStats := func(f func(st *sqlflight.Stats) string) func(herdResult) string {
 		return func(r herdResult) string {
 			if r.stats == nil {
@@ -665,6 +702,22 @@ func writeComparison(w io.Writer, rs []herdResult) {
 		row("sqlflight bypassed", fromStats(func(st *sqlflight.Stats) string { return fmt.Sprint(st.Bypassed) })),
 	)
 	writeTable(w, header, rows)
+}
+
+// comparison returns the header of a table with a column per result, and
+// a function that makes a row of it from a label and each result's cell.
+func comparison(rs []herdResult) ([]string, func(string, func(herdResult) string) []string) {
+	header := []string{""}
+	for _, r := range rs {
+		header = append(header, r.name)
+	}
+	return header, func(label string, cell func(herdResult) string) []string {
+		out := []string{label}
+		for _, r := range rs {
+			out = append(out, cell(r))
+		}
+		return out
+	}
 }
 
 // writeTable prints a Markdown table, its columns padded to line up; the

@@ -199,7 +199,11 @@ func checkSVG(t *testing.T, path string, results []herdResult) {
 	if paths < len(results) {
 		t.Errorf("chart has %d paths, want at least one per way", paths)
 	}
-	for _, want := range []string{results[wayRaw].name, results[wayCoalesce].name, results[wayTTL].name, "time since the way started (s)"} {
+	want := []string{"time since the way started (s)"}
+	for _, r := range results {
+		want = append(want, r.name)
+	}
+	for _, want := range want {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("chart text lacks %q", want)
 		}
@@ -422,4 +426,43 @@ func TestVerdictSaysWhyCoalescingOpensConnections(t *testing.T) {
 	if !strings.Contains(b.String(), "coalescing only opened 19 real connections") || !strings.Contains(b.String(), "each wave's leader") {
 		t.Errorf("output does not say why:\n%s", b.String())
 	}
+}
+
+// TestDemoDeploy plays the deploy scenario on the embedded database: a
+// cold restart sends one origin per product in its first wave; the
+// pre-warmed one none, after warming every product at most warmConc at
+// once; no caller fails.
+func TestDemoDeploy(t *testing.T) {
+	cfg := demoConfig{
+		callers: 40, interval: 10 * time.Millisecond, duration: 30 * time.Millisecond, latency: 5 * time.Millisecond,
+		soft: time.Minute, hard: time.Minute, bucket: 10 * time.Millisecond, scenario: "deploy", warmConc: 2,
+	}
+	var out bytes.Buffer
+	results, err := playDeploy(context.Background(), &out, cfg)
+	t.Logf("progress:\n%s", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold, warm := results[deployCold], results[deployWarm]
+	keys := int64(len(products))
+	if cold.firstWave != keys || cold.warmOrigin != 0 {
+		t.Errorf("cold restart: %d origins in the first wave, want %d", cold.firstWave, keys)
+	}
+	if warm.warmOrigin != keys || warm.warmPeak > int64(cfg.warmConc) || warm.firstWave != 0 || warm.origin != 0 {
+		t.Errorf("pre-warmed restart: warming ran %d (at most %d at once, cap %d); then %d in the first wave, %d in all",
+			warm.warmOrigin, warm.warmPeak, cfg.warmConc, warm.firstWave, warm.origin)
+	}
+	var table bytes.Buffer
+	writeDeployComparison(&table, results)
+	if err := deployVerdict(&table, results); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "origin queries in the first wave") {
+		t.Errorf("table:\n%s", &table)
+	}
+	svg := filepath.Join(t.TempDir(), "deploy.svg")
+	if err := writeChartFile(svg, cfg, results); err != nil {
+		t.Fatal(err)
+	}
+	checkSVG(t, svg, results)
 }
