@@ -353,16 +353,18 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // tables, or starts a new one.
 //
 // A flight that ended lingers (see finish) while its herd drains: a
-// caller joins it as if it still ran while some caller of the flight has
-// not yet given its virtual connection back to database/sql's pool, or
-// when it comes in on a connection a caller of the flight gave back less
-// than handover before. Under a capped pool (SetMaxOpenConns) callers
-// queue for a connection while the flight runs, and database/sql hands
-// each freed one straight to a queued caller: without this, a herd would
-// break into one flight per batch of callers its connections let through.
-// The linger ends with the flight's own duration (at most maxLinger); once
-// the herd is over — every caller gave its connection back — a read runs a
-// flight of its own.
+// caller joins it as if it still ran while some caller of the flight (a
+// late one included) has not yet given its virtual connection back to
+// database/sql's pool nor run another statement on it. Under a capped pool
+// (SetMaxOpenConns) callers queue for a connection while the flight runs,
+// and database/sql hands each freed one to a queued caller while the
+// herd's others still hold theirs: without this, a herd would break into
+// one flight per batch of callers its connections let through. The linger
+// ends with the flight's own duration (at most maxLinger); once the herd
+// is over — every caller gave its connection back — a read runs a flight
+// of its own, however soon it comes. (Whether a caller queued for its
+// connection is not something a driver can see: database/sql hands out a
+// freed connection the same way to a queued caller and to a new one.)
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -373,7 +375,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.joined++
 			owe(c, f)
 			return f, false
-		case (f.out > 0 || c.owes.Load() == f) && c.s.opts.Clock.Now().Before(f.linger):
+		case f.out > 0 && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
 			owe(c, f)
 			return f, false
@@ -387,41 +389,28 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 	return f, true
 }
 
-// handover is how soon after a caller of a flight gave its connection back
-// the next caller on it may take the flight's result (joinOrLead): the
-// time database/sql takes to hand a freed connection to a queued caller.
-const handover = 200 * time.Microsecond
-
 // owe counts c among the callers of f, a flight that may linger, until its
 // connection goes back (release); g.mu is held.
 func owe(c *conn, f *flight) {
 	if f.fills {
 		return
 	}
-	if old := c.owes.Load(); old != nil && c.owesOut {
+	if old := c.owes.Swap(f); old != nil {
 		old.out--
 	}
-	c.owes.Store(f)
-	c.owesOut = true
 	f.out++
 }
 
 // release stops counting c among the callers of the flight it owes: its
-// connection went back to database/sql's pool, or (forget) serves another
+// connection went back to database/sql's pool, or serves another
 // statement.
-func (g *flightGroup) release(c *conn, forget bool) {
+func (g *flightGroup) release(c *conn) {
 	if c.owes.Load() == nil {
 		return
 	}
 	g.mu.Lock()
-	if f := c.owes.Load(); f != nil {
-		if c.owesOut {
-			f.out--
-			c.owesOut = false
-		}
-		if forget {
-			c.owes.Store(nil)
-		}
+	if f := c.owes.Swap(nil); f != nil {
+		f.out--
 	}
 	g.mu.Unlock()
 }

@@ -52,15 +52,10 @@ type conn struct {
 	// no classification sees (currval, pg_backend_pid): a sql.Conn user
 	// may count on it, so it is not lent while its caller waits.
 	touched bool
-	// owes is the flight whose result c's last caller took, owesOut
-	// whether c counts among its callers out (guarded by flightGroup.mu),
-	// parkedAt when c then went back to database/sql's pool, handed
-	// whether it was taken out again within handover
+	// owes is the flight whose result c's last caller took, until c goes
+	// back to database/sql's pool or runs another statement
 	// (flightGroup.joinOrLead).
-	owes     atomic.Pointer[flight]
-	owesOut  bool
-	parkedAt atomic.Int64
-	handed   bool
+	owes atomic.Pointer[flight]
 
 	openRows atomic.Int32 // pass-through rows still reading from real
 	stmts    int          // prepared statements bound to real

@@ -291,9 +291,7 @@ func (c *conn) withdraw() {
 
 // awake is called when database/sql takes c out of its pool (and again
 // at every statement): c is its caller's again, and so is its real
-// connection. A connection handed over within handover of the flight its
-// last caller took part in keeps that flight for its next statement
-// (flightGroup.joinOrLead).
+// connection.
 func (c *conn) awake() {
 	if c.pooled.Load() {
 		c.mu.Lock()
@@ -301,24 +299,14 @@ func (c *conn) awake() {
 		c.touched = false // a new checkout: nothing of the session is anyone's
 		c.mu.Unlock()
 		c.pooled.Store(false)
-		if c.owes.Load() != nil {
-			c.handed = c.s.opts.Clock.Now().UnixNano()-c.parkedAt.Load() < int64(handover)
-			if !c.handed {
-				c.s.flights.release(c, true)
-			}
-		}
 	}
 }
 
-// statement is called as c starts a statement: it owes a flight only if
-// it was just handed over (awake).
+// statement is called as c starts a statement: its last caller's part in
+// a flight is over (flightGroup.joinOrLead).
 func (c *conn) statement() {
 	c.awake()
-	if c.handed {
-		c.handed = false
-		return
-	}
-	c.s.flights.release(c, true)
+	c.s.flights.release(c)
 }
 
 // parked is called when database/sql puts c back in its pool (IsValid):
@@ -328,10 +316,7 @@ func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
 	}
-	if c.owes.Load() != nil {
-		c.s.flights.release(c, false)
-		c.parkedAt.Store(c.s.opts.Clock.Now().UnixNano())
-	}
+	c.s.flights.release(c)
 	c.pooled.Store(true)
 	if !c.swappable() {
 		return

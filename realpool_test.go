@@ -48,94 +48,112 @@ func gatedCounter(g *gate, d **fakeDriver) func(ctx context.Context, _ string, _
 	}
 }
 
-// TestCappedPoolCoalescesAHerd: with SetMaxOpenConns(4), 40 callers of one
-// key: 4 hold connections in the flight, 36 wait in database/sql's pool.
-// When the flight ends they come in on the connections its callers give
-// back, and take its result: one origin for the whole herd. (The Shield's
-// clock stands still: every handover is immediate.)
-func TestCappedPoolCoalescesAHerd(t *testing.T) {
+// TestLingerWhileTheHerdDrains: a flight that ended stays joinable while
+// one of its callers still holds its connection (here a sql.Conn whose rows
+// are open); once every caller gave its connection back, a read queries.
+func TestLingerWhileTheHerdDrains(t *testing.T) {
 	g := newGate()
 	d := &fakeDriver{}
 	d.onQuery = gatedCounter(g, &d)
-	clk := newFakeClock()
-	db, s := openPooled(t, d, Options{Clock: clk})
-	db.SetMaxOpenConns(4)
-	const n = 40
-	wait := herd(t, db, n, "/* sqlflight: coalesce */ "+pointQuery, 7)
-	waitFor(t, "4 callers in the flight and 36 queued for a connection", func() bool {
-		return s.Stats().Waiting == 4 && db.Stats().WaitCount >= n-4
-	})
-	clk.Add(time.Second) // the flight's duration: how long it lingers
+	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
+	const q = "/* sqlflight: coalesce */ " + pointQuery
+	a, b := mustConn(t, db), mustConn(t, db)
+	wait := herdOn(t, q, a, b)
+	waitFor(t, "two callers in the flight", func() bool { return s.Stats().Waiting == 2 })
+	// The flight lasts a second on the Shield's clock: its linger.
+	s.opts.Clock.(*fakeClock).Add(time.Second)
 	close(g.ch)
-	vals, errs := wait()
-	for i := range n {
-		if errs[i] != nil || vals[i] != 1 {
-			t.Fatalf("caller %d: %v, %d", i, errs[i], vals[i])
-		}
+	held := wait() // a's rows stay open; b's are closed
+	if got := readValue(t, db, q); got != 1 || d.queries.Load() != 1 {
+		t.Fatalf("while a caller of the flight holds its connection: got %d after %d origin queries, want its result 1", got, d.queries.Load())
 	}
-	st := s.Stats()
-	if got := d.queries.Load(); got != 1 {
-		t.Errorf("origin queries = %d, want 1", got)
+	if st := s.Stats(); st.LateFollowers != 1 {
+		t.Errorf("late followers %d, want 1", st.LateFollowers)
 	}
-	if st.Flights != 1 || st.LateFollowers != n-4 {
-		t.Errorf("flights=%d late followers=%d, want 1 and %d", st.Flights, st.LateFollowers, n-4)
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
 	}
-
-	// The herd is over: every caller gave its connection back. A read
-	// on a connection that sat idle in the pool is a flight of its own.
-	clk.Add(handover)
+	if err := a.Close(); err != nil { // back to the pool: the herd is over
+		t.Fatal(err)
+	}
+	_ = b.Close()
 	g2 := newGate()
 	close(g2.ch)
 	d.onQuery = gatedCounter(g2, &d)
-	var v int64
-	if err := db.QueryRow("/* sqlflight: coalesce */ "+pointQuery, 7).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	if v != 2 || d.queries.Load() != 2 {
-		t.Errorf("a read after the herd got %d (%d origin queries), want a new origin: 2", v, d.queries.Load())
+	if got := readValue(t, db, q); got != 2 || d.queries.Load() != 2 {
+		t.Errorf("after the herd: got %d after %d origin queries, want a new one", got, d.queries.Load())
 	}
 }
 
-// TestLingerNeverCrossesAWrite: callers queued while a write through the
-// Shield committed do not take the result of the flight that began before
-// it.
+// TestLingerNeverCrossesAWrite: after a write through the Shield to the
+// tables it read, an ended flight is not joined, lingering or not.
 func TestLingerNeverCrossesAWrite(t *testing.T) {
 	g := newGate()
 	d := &fakeDriver{}
 	d.onQuery = gatedCounter(g, &d)
-	clk := newFakeClock()
-	s := New(Options{Clock: clk})
-	db := sql.OpenDB(dsnConnector{drv: s.Wrap(pooledDriver{d}), dsn: "fake"})
-	defer db.Close()
-	other := sql.OpenDB(dsnConnector{drv: s.Wrap(pooledDriver{d}), dsn: "fake"})
-	defer other.Close()
-	db.SetMaxOpenConns(2)
-	const n = 12
-	wait := herd(t, db, n, "/* sqlflight: coalesce */ "+pointQuery, 7)
-	waitFor(t, "2 callers in the flight and the rest queued", func() bool {
-		return s.Stats().Waiting == 2 && db.Stats().WaitCount >= n-2
-	})
-	if _, err := other.Exec("UPDATE items SET n = 2 WHERE id = 7"); err != nil {
+	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
+	const q = "/* sqlflight: coalesce */ " + pointQuery
+	a, b := mustConn(t, db), mustConn(t, db)
+	wait := herdOn(t, q, a, b)
+	waitFor(t, "two callers in the flight", func() bool { return s.Stats().Waiting == 2 })
+	s.opts.Clock.(*fakeClock).Add(time.Second)
+	close(g.ch)
+	held := wait()
+	defer held.Close()
+	if _, err := db.Exec("UPDATE items SET n = 2 WHERE id = 7"); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(time.Second)
-	close(g.ch)
-	vals, errs := wait()
-	before := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("caller %d: %v", i, errs[i])
+	if got := readValue(t, db, q); got != 2 || d.queries.Load() != 2 {
+		t.Errorf("a read after the write: got %d after %d origin queries, want a new one", got, d.queries.Load())
+	}
+	if st := s.Stats(); st.LateFollowers != 0 {
+		t.Errorf("late followers %d after a write, want 0", st.LateFollowers)
+	}
+}
+
+func mustConn(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// herdOn runs q (for id 7) on a as the flight's leader and then on b; wait
+// returns a's rows, still open, after b read and closed its own.
+func herdOn(t *testing.T, q string, a, b *sql.Conn) (wait func() *sql.Rows) {
+	t.Helper()
+	ctx := context.Background()
+	rowsA := make(chan *sql.Rows, 1)
+	errs := make(chan error, 2)
+	go func() {
+		r, err := a.QueryContext(ctx, q, 7)
+		errs <- err
+		rowsA <- r
+	}()
+	go func() {
+		var v int64
+		errs <- b.QueryRowContext(ctx, q, 7).Scan(&v)
+	}()
+	return func() *sql.Rows {
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
 		}
-		if vals[i] == 1 {
-			before++
-		}
+		return <-rowsA
 	}
-	if before != 2 {
-		t.Errorf("%d callers got the result of the flight begun before the write, want its 2", before)
+}
+
+func readValue(t *testing.T, db *sql.DB, q string) int64 {
+	t.Helper()
+	var v int64
+	if err := db.QueryRow(q, 7).Scan(&v); err != nil {
+		t.Fatal(err)
 	}
-	if st := s.Stats(); st.LateFollowers > n-3 {
-		t.Errorf("late followers %d: some joined the flight from before the write", st.LateFollowers)
-	}
+	return v
 }
 
 // TestLeaderTakesAnIdleRealConnection: a leader whose virtual connection
