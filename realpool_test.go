@@ -52,18 +52,9 @@ func gatedCounter(g *gate, d **fakeDriver) func(ctx context.Context, _ string, _
 // one of its callers still holds its connection (here a sql.Conn whose rows
 // are open); once every caller gave its connection back, a read queries.
 func TestLingerWhileTheHerdDrains(t *testing.T) {
-	g := newGate()
-	d := &fakeDriver{}
-	d.onQuery = gatedCounter(g, &d)
-	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
-	const q = "/* sqlflight: coalesce */ " + pointQuery
-	a, b := mustConn(t, db), mustConn(t, db)
-	wait := herdOn(t, q, a, b)
-	waitFor(t, "two callers in the flight", func() bool { return s.Stats().Waiting == 2 })
-	// The flight lasts a second on the Shield's clock: its linger.
-	s.opts.Clock.(*fakeClock).Add(time.Second)
-	close(g.ch)
-	held := wait() // a's rows stay open; b's are closed
+	h := endedHerd(t)
+	db, s, d, held := h.db, h.s, h.d, h.held
+	const q = lingerQuery
 	if got := readValue(t, db, q); got != 1 || d.queries.Load() != 1 {
 		t.Fatalf("while a caller of the flight holds its connection: got %d after %d origin queries, want its result 1", got, d.queries.Load())
 	}
@@ -73,10 +64,10 @@ func TestLingerWhileTheHerdDrains(t *testing.T) {
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Close(); err != nil { // back to the pool: the herd is over
+	if err := h.a.Close(); err != nil { // back to the pool: the herd is over
 		t.Fatal(err)
 	}
-	_ = b.Close()
+	_ = h.b.Close()
 	g2 := newGate()
 	close(g2.ch)
 	d.onQuery = gatedCounter(g2, &d)
@@ -88,18 +79,10 @@ func TestLingerWhileTheHerdDrains(t *testing.T) {
 // TestLingerNeverCrossesAWrite: after a write through the Shield to the
 // tables it read, an ended flight is not joined, lingering or not.
 func TestLingerNeverCrossesAWrite(t *testing.T) {
-	g := newGate()
-	d := &fakeDriver{}
-	d.onQuery = gatedCounter(g, &d)
-	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
-	const q = "/* sqlflight: coalesce */ " + pointQuery
-	a, b := mustConn(t, db), mustConn(t, db)
-	wait := herdOn(t, q, a, b)
-	waitFor(t, "two callers in the flight", func() bool { return s.Stats().Waiting == 2 })
-	s.opts.Clock.(*fakeClock).Add(time.Second)
-	close(g.ch)
-	held := wait()
-	defer held.Close()
+	h := endedHerd(t)
+	db, s, d := h.db, h.s, h.d
+	defer h.held.Close()
+	const q = lingerQuery
 	if _, err := db.Exec("UPDATE items SET n = 2 WHERE id = 7"); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +92,34 @@ func TestLingerNeverCrossesAWrite(t *testing.T) {
 	if st := s.Stats(); st.LateFollowers != 0 {
 		t.Errorf("late followers %d after a write, want 0", st.LateFollowers)
 	}
+}
+
+const lingerQuery = "/* sqlflight: coalesce */ " + pointQuery
+
+// ended is a flight of two callers on sql.Conns a and b that has ended:
+// b read and closed its rows, a's (held) are still open.
+type ended struct {
+	db   *sql.DB
+	s    *Shield
+	d    *fakeDriver
+	a, b *sql.Conn
+	held *sql.Rows
+}
+
+// endedHerd runs lingerQuery (id 7) on two connections in one flight that
+// lasts a second on the Shield's clock; its answer is 1.
+func endedHerd(t *testing.T) ended {
+	t.Helper()
+	g := newGate()
+	d := &fakeDriver{}
+	d.onQuery = gatedCounter(g, &d)
+	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
+	a, b := mustConn(t, db), mustConn(t, db)
+	wait := herdOn(t, lingerQuery, a, b)
+	waitFor(t, "two callers in the flight", func() bool { return s.Stats().Waiting == 2 })
+	s.opts.Clock.(*fakeClock).Add(time.Second) // the flight's duration: its linger
+	close(g.ch)
+	return ended{db: db, s: s, d: d, a: a, b: b, held: wait()}
 }
 
 func mustConn(t *testing.T, db *sql.DB) *sql.Conn {
