@@ -112,6 +112,7 @@ type read struct {
 	out   outcome       // how the caller was served (stmtstats.go)
 	named *nameCounters // the policy name's counters, or nil
 	stats *stmtStats    // the statement's statistics, or nil
+	seen  *entry        // the entry lookup found (and did not serve), or nil
 
 	// With a shared tier: the L2 key ("" when L2 is not used), the lease
 	// the origin holds, the version its result is written with, and, for
@@ -207,13 +208,16 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 // result with rd's stale-if-error limit. Freshness is the reader's: an
 // entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
-	e := st.get(rd.key)
-	if p := s.flights.pendingEntry(rd.key); p != nil {
-		e = p // newer than any the store shows
+	// The pending entry first: it is newer than any the store shows, and
+	// it leaves the flights only once the store shows it.
+	e := s.flights.pendingEntry(rd.key)
+	if e == nil {
+		e = st.get(rd.key)
 	}
 	if e == nil {
 		return nil, nil
 	}
+	rd.seen = e
 	if !s.epochs.unchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
 		st.del(rd.key) // computed before a write to its tables
 		return nil, nil
@@ -268,7 +272,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	*rd = *caller
 	c := rd.c
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil, c)
+		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil, c, rd.seen)
 		if lead {
 			caller.out = outMiss
 			s.stats.flights.Add(1)
@@ -365,7 +369,13 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // of its own, however soon it comes. (Whether a caller queued for its
 // connection is not something a driver can see: database/sql hands out a
 // freed connection the same way to a queued caller and to a new one.)
-func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn) (*flight, bool) {
+//
+// A flight that ended and put its result into the cache stays until the
+// store shows it (finish): a caller that looked in the cache before it
+// ended takes its result, as if it had joined a moment earlier — unless
+// its lookup saw that very entry and found it too old for its own policy
+// (seen).
+func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn, seen *entry) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
@@ -374,6 +384,8 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.waiters++
 			f.joined++
 			owe(c, f)
+			return f, false
+		case f.pending != nil && f.pending != seen:
 			return f, false
 		case f.out > 0 && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)

@@ -445,8 +445,11 @@ func TestDemoDeploy(t *testing.T) {
 	}
 	cold, warm := results[deployCold], results[deployWarm]
 	keys := int64(len(products))
-	if cold.firstWave != keys || cold.warmOrigin != 0 {
-		t.Errorf("cold restart: %d origins in the first wave, want %d", cold.firstWave, keys)
+	// Cold, each hot key is a miss at once: one origin each, or (a caller
+	// that looked in the cache before its key's flight began and came to
+	// the flights after it ended) one more.
+	if cold.firstWave < keys || cold.warmOrigin != 0 {
+		t.Errorf("cold restart: %d origins in the first wave, want at least %d", cold.firstWave, keys)
 	}
 	if warm.warmOrigin != keys || warm.warmPeak > int64(cfg.warmConc) || warm.firstWave != 0 || warm.origin != 0 {
 		t.Errorf("pre-warmed restart: warming ran %d (at most %d at once, cap %d); then %d in the first wave, %d in all",
