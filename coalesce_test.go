@@ -103,9 +103,12 @@ func TestHerdRunsOneOrigin(t *testing.T) {
 	if got := d.opened.Load(); got > 2 {
 		t.Errorf("real connections opened = %d, want ≤ 2 (followers must not open any)", got)
 	}
-	// The statement's own statistics: one miss (the leader), followers.
+	// The statement's own statistics: one miss (the leader), followers. Hot
+	// keys are a sample under contention (a call that finds their lock taken
+	// is not counted there), so the key's count may fall short of n.
 	if st := statementNamed(t, s, pointQuery); st.Calls != n || st.Miss != 1 || st.Follower != n-1 ||
-		st.WaitersPerFlight != n || st.OriginExecutions != 1 || len(st.HotKeys) != 1 || st.HotKeys[0].Calls != n {
+		st.WaitersPerFlight != n || st.OriginExecutions != 1 || len(st.HotKeys) != 1 ||
+		st.HotKeys[0].Calls > n || st.HotKeys[0].Calls < n/2 {
 		t.Errorf("statement: calls %d miss %d followers %d waiters/flight %v origin %d hot keys %+v",
 			st.Calls, st.Miss, st.Follower, st.WaitersPerFlight, st.OriginExecutions, st.HotKeys)
 	}
