@@ -58,9 +58,10 @@ type flightGroup struct {
 	mu   sync.Mutex
 	m    map[string]*flight
 	late *atomic.Uint64 // Stats.LateFollowers
-	// pending counts the ended flights whose entries the store does not
-	// show yet (finish).
-	pending atomic.Int64
+	// pendingM holds the entries of ended flights that the store does not
+	// show yet (finish), by key; pending counts them.
+	pendingM map[string]*entry
+	pending  atomic.Int64
 }
 
 // pendingEntry returns the entry an ended flight of key put into the cache
@@ -71,10 +72,7 @@ func (g *flightGroup) pendingEntry(key string) *entry {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil {
-		return f.pending
-	}
-	return nil
+	return g.pendingM[key]
 }
 
 // maxLinger bounds how long an ended flight stays joinable (joinOrLead); it
@@ -371,10 +369,10 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // freed connection the same way to a queued caller and to a new one.)
 //
 // A flight that ended and put its result into the cache stays until the
-// store shows it (finish): a caller that looked in the cache before it
-// ended takes its result, as if it had joined a moment earlier — unless
+// store shows it (finish): a caching reader that looked in the cache before
+// it ended takes its result, as if it had joined a moment earlier — unless
 // its lookup saw that very entry and found it too old for its own policy
-// (seen).
+// (seen). A reader that does not use the cache never takes it.
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn, seen *entry) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -385,7 +383,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.joined++
 			owe(c, f)
 			return f, false
-		case f.pending != nil && f.pending != seen:
+		case fills && f.pending != nil && f.pending != seen:
 			return f, false
 		case f.out > 0 && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
@@ -427,13 +425,18 @@ func (g *flightGroup) release(c *conn) {
 	g.mu.Unlock()
 }
 
-// startRefresh starts a flight with no waiter for a background refresh,
-// unless the key already has one that can be joined.
-func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps) (*flight, bool) {
+// startRefresh starts a flight with no waiter for a background refresh of
+// the entry stale (nil: of whatever the cache holds), unless the key
+// already has one running, or an ended one whose entry, newer than stale,
+// the store is about to show.
+func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps, stale *entry) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f := g.m[key]; f != nil && !f.finished && e.unchangedFor(f.seq, tables, known, rows) {
 		return nil, false
+	}
+	if p := g.pendingM[key]; p != nil && p != stale && e.unchangedFor(p.seq, tables, known, rows) {
+		return nil, false // a newer entry than stale is about to show
 	}
 	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
 	g.m[key] = f
@@ -454,7 +457,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, e)
 	if !ok {
 		s.exit(t, errNotRun)
 		return
@@ -709,7 +712,13 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, st *
 	var linger time.Duration
 	if filled != nil {
 		f.pending = filled
-		g.pending.Add(1)
+		if g.pendingM == nil {
+			g.pendingM = make(map[string]*entry)
+		}
+		if g.pendingM[f.key] == nil {
+			g.pending.Add(1)
+		}
+		g.pendingM[f.key] = filled
 	}
 	if g.m[f.key] == f {
 		if filled != nil {
@@ -751,8 +760,15 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, st *
 	case filled != nil:
 		go func() {
 			st.waitFor(filled)
-			forget()
-			g.pending.Add(-1)
+			g.mu.Lock()
+			if g.m[f.key] == f {
+				delete(g.m, f.key)
+			}
+			if g.pendingM[f.key] == filled {
+				delete(g.pendingM, f.key)
+				g.pending.Add(-1)
+			}
+			g.mu.Unlock()
 		}()
 	case linger > 0:
 		time.AfterFunc(linger, forget)

@@ -327,7 +327,7 @@ func (w *warmer) replay(ctx context.Context, rd *read) {
 		}
 		return
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, nil)
 	if !ok {
 		s.exit(t, errNotRun)
 		w.skip() // a flight runs: it fills the key
