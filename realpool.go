@@ -124,13 +124,6 @@ func (p *spareConns) get(ctx context.Context, s *Shield) (rc driver.Conn, reused
 	}
 }
 
-// wanted reports whether someone waits for a real connection under the cap.
-func (p *spareConns) wanted() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waiters > 0
-}
-
 // popIdle takes the most recently idle connection; p.mu is held.
 func (p *spareConns) popIdle() driver.Conn {
 	n := len(p.idle)
@@ -167,7 +160,7 @@ func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
 		broken = true
 	}
 	p.mu.Lock()
-	if !broken && (p.live == nil || p.live.Load() > 0) && (len(p.idle) < maxSpareIdle || p.waiters > 0 || p.max > 0) {
+	if !broken && (p.live == nil || p.live.Load() > 0) && (len(p.idle) < maxSpareIdle || p.max > 0) {
 		p.idle = append(p.idle, idleReal{rc: rc, since: time.Now()})
 		p.signalLocked()
 		if p.timer == nil {
@@ -310,8 +303,8 @@ func (c *conn) statement() {
 }
 
 // parked is called when database/sql puts c back in its pool (IsValid):
-// its clean real connection goes to the scope's idle ones under the cap (or
-// when someone waits for one), else stays lendable.
+// its clean real connection goes to the scope's idle ones under the cap
+// (only there does anyone wait for one), else stays lendable.
 func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
@@ -327,7 +320,7 @@ func (c *conn) parked() {
 		c.mu.Unlock()
 		return
 	}
-	if c.sc.spare.max > 0 || c.sc.spare.wanted() {
+	if c.sc.spare.max > 0 {
 		// Under the cap every idle real connection is the scope's, where
 		// whoever waits for one finds it.
 		c.real = nil
