@@ -87,7 +87,9 @@ func (s *Shield) cache() *store {
 		pos, err := newRistretto(s.opts.MaxBytes, st.exit)
 		var neg *ristretto.Cache[string, *entry]
 		if err == nil {
-			neg, err = newRistretto(s.opts.NegMaxBytes, st.exit)
+			if neg, err = newRistretto(s.opts.NegMaxBytes, st.exit); err != nil {
+				pos.Close()
+			}
 		}
 		if err != nil {
 			st.failed = true
@@ -143,11 +145,16 @@ func (st *store) get(key string) *entry {
 // only (ristretto's TTL buckets never shrink, so with churn they would grow
 // with time rather than with MaxBytes), and a lookup drops an entry past
 // its last use.
-func (st *store) put(e *entry, now time.Time) {
+//
+// put reports whether the store may show e: false when it is dropped at
+// once, or costs more than the store can ever hold (a store of MaxBytes 1
+// holds nothing), so that no caller keeps e pending for a store that will
+// never have it (finish).
+func (st *store) put(e *entry, now time.Time) bool {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	if st.closed || !now.Before(e.last) {
-		return
+		return false
 	}
 	if e.jitter == 0 {
 		e.jitter = jitterDraw() // the entry's own, from now on
@@ -160,10 +167,15 @@ func (st *store) put(e *entry, now time.Time) {
 		other.Del(e.key)
 		e.delOther = true
 	}
+	if e.cost() > into.MaxCost() {
+		return false
+	}
 	if into.Set(e.key, e, e.cost()) {
 		st.entries.Add(1)
 		st.bytes.Add(e.cost())
+		return true
 	}
+	return false
 }
 
 func (st *store) del(key string) {

@@ -547,3 +547,29 @@ func TestStatsByName(t *testing.T) {
 		t.Fatalf("origin duration %+v", st.OriginDuration)
 	}
 }
+
+// TestNothingPendsForAStoreThatHoldsNothing: with MaxBytes 1 the store
+// can hold no result, so no entry stays pending for it after its flight
+// ended: every read, one after another, queries. (A pending entry outlived
+// the read that filled it and answered the next one without the tier's
+// check: an instance without L1 served a result older than a write whose
+// publication had returned.)
+func TestNothingPendsForAStoreThatHoldsNothing(t *testing.T) {
+	d := &fakeDriver{}
+	var n atomic.Int64
+	d.onQuery = func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+		return oneRow(n.Add(1)), nil
+	}
+	db, s := openPooled(t, d, Options{MaxBytes: 1})
+	t.Cleanup(func() { _ = s.Close() })
+	const q = "/* sqlflight: soft=1m hard=2m */ " + pointQuery
+	const reads = 200
+	for i := range reads {
+		if got := readValue(t, db, q); got != int64(i+1) {
+			t.Fatalf("read %d: got %d, want a new origin's %d", i+1, got, i+1)
+		}
+	}
+	if st := s.Stats(); st.FreshHits != 0 {
+		t.Errorf("fresh hits %d from a store of one byte, want 0", st.FreshHits)
+	}
+}

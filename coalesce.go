@@ -684,7 +684,8 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 }
 
 // fill stores res unless a write to its tables happened since its flight
-// started (its waiters still get it), and returns the entry it stored.
+// started (its waiters still get it), and returns the entry it stored, or
+// nil if the store will not show it.
 func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
 	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
 		return nil
@@ -694,8 +695,10 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 		known: rd.known, version: rd.version}
 	e.jitter = jitterDraw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
-	st.put(e, now)
 	s.stats.fills.Add(1)
+	if !st.put(e, now) {
+		return nil
+	}
 	return e
 }
 

@@ -92,7 +92,8 @@ var errNotThisShield = errors.New("sqlflight: Prewarm: DB is not opened through 
 // with the entry's own jitter draw, so that the warmed keys do not expire
 // together. A key already cached fresh, or with a flight running, is
 // skipped. Callers of the application that ask for a key being warmed join
-// its flight; no error reaches them from Prewarm.
+// its flight; no error reaches them from Prewarm. When Prewarm returns, the
+// cache holds what it warmed (or what the cache's admission kept of it).
 //
 // Progress goes to the Shield's logger and to Stats (PrewarmReplayed,
 // PrewarmLoaded, PrewarmSkipped, PrewarmFailed). Prewarm returns an error
@@ -129,6 +130,7 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 		"keys", keys, "concurrency", boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10), "scope", sc.name())
 	begin := time.Now()
 	w.run(ctx, hs, boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10))
+	st.wait() // the store shows what was warmed
 	rep = w.report()
 	s.log.InfoContext(ctx, "sqlflight: pre-warm done", "replayed", rep.Replayed, "loaded", rep.Loaded,
 		"skipped", rep.Skipped, "failed", rep.Failed, "refused", rep.Refused, "took", time.Since(begin))

@@ -315,7 +315,7 @@ func New(opts ...Option) *Shield {
 		s.opts.MaxBytes = DefaultMaxBytes
 	}
 	if s.opts.NegMaxBytes <= 0 {
-		s.opts.NegMaxBytes = s.opts.MaxBytes / 8
+		s.opts.NegMaxBytes = max(s.opts.MaxBytes/8, 1)
 	}
 	if s.opts.Clock == nil {
 		s.opts.Clock = systemClock{}
