@@ -572,7 +572,8 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		err     error
 		broken  bool
 		normal  bool
-		filled  *entry
+		filled  *entry // the entry the result filled (for L2 too)
+		shown   bool   // the store may show filled: it pends until then
 		ran     bool
 		fromL2  bool // answered by the shared tier: the database was not asked
 		start   = time.Now()
@@ -636,7 +637,11 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
-		s.finish(f, res, err, handoff, st, filled)
+		pending := filled
+		if !shown {
+			pending = nil
+		}
+		s.finish(f, res, err, handoff, st, pending)
 		l.release(broken)
 		if rd.l2 != "" && !fromL2 {
 			s.storeShared(rd, filled) // after the waiters have their result
@@ -678,17 +683,17 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		handoff = nil
 	}
 	if res != nil && st != nil && f.fills {
-		filled = s.fill(st, f, rd, res, time.Since(start))
+		filled, shown = s.fill(st, f, rd, res, time.Since(start))
 	}
 	normal = true
 }
 
 // fill stores res unless a write to its tables happened since its flight
-// started (its waiters still get it), and returns the entry it stored, or
-// nil if the store will not show it.
-func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
+// started (its waiters still get it), and returns the entry it made (nil
+// after such a write) and whether the store may show it.
+func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) (*entry, bool) {
 	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
-		return nil
+		return nil, false
 	}
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
@@ -696,10 +701,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	e.jitter = jitterDraw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
 	s.stats.fills.Add(1)
-	if !st.put(e, now) {
-		return nil
-	}
-	return e
+	return e, st.put(e, now)
 }
 
 // finish publishes the outcome of f to its waiters and removes it from the

@@ -321,6 +321,28 @@ func TestSharedTierServesOtherInstances(t *testing.T) {
 	tier.mu.Unlock()
 }
 
+// TestInstanceWithoutL1SharesThroughTheTier: an instance whose L1 holds
+// nothing (MaxBytes 1) still writes what it queried to the tier, and
+// another instance reads it from there.
+func TestInstanceWithoutL1SharesThroughTheTier(t *testing.T) {
+	tier := newMemTier(newFakeClock())
+	noL1 := fleetOf(t, 1, tier, Options{MaxBytes: 1})[0]
+	other := fleetOf(t, 1, tier, Options{})[0]
+	if n := readShared(t, noL1, ttlQuery, 1); n != 1 {
+		t.Fatal(n)
+	}
+	if n := readN(t, other.db, ttlQuery, 1); n != 1 || other.c.d.queries.Load() != 0 {
+		t.Fatalf("the other instance read %d after %d queries of its own, want the shared 1", n, other.c.d.queries.Load())
+	}
+	// The instance without L1 asks the tier each time, never its database.
+	if n := readN(t, noL1.db, ttlQuery, 1); n != 1 || noL1.c.d.queries.Load() != 1 {
+		t.Fatalf("read %d after %d queries, want the shared 1 after one", n, noL1.c.d.queries.Load())
+	}
+	if st := noL1.s.Stats(); st.SharedHits != 1 || st.CacheEntries != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
 func TestSharedTierKeyPrefixSeparates(t *testing.T) {
 	tier := newMemTier(newFakeClock())
 	a := fleetOf(t, 1, tier, Options{KeyPrefix: "a:"})
