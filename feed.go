@@ -352,8 +352,8 @@ func (f *scopeFeed) loop(ctx context.Context, done chan struct{}, first chan err
 			backoff = feedBackoffMin
 			// What happened before this stream is unknown: drop it all.
 			if f.established.Add(1) > 1 || f.fleet != "" {
-				f.s.feedStats.resyncs.Add(1)
 				f.s.bump(nil, false)
+				f.s.feedStats.resyncs.Add(1)
 			}
 			f.lag.Store(0)
 			f.setState(feedCurrent, nil)

@@ -772,15 +772,14 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 	switch {
 	case inv.Resync:
 		// Writes may have been missed: nothing in L1 can be trusted.
-		ts.stats.resyncs.Add(1)
 		s.epochs.bump(nil, false)
+		ts.stats.resyncs.Add(1)
 	case inv.Malformed ||
 		!ts.trustMessages && !ts.ring.CheckMessageRows(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables, rowsFlat(inv.Rows)):
 		ts.stats.rejected.Add(1)
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
 	default:
-		ts.stats.received.Add(1)
 		all, tables, rows := inv.All, inv.Tables, inv.Rows
 		if !all {
 			// A row write past the bounds counts as a write to its table
@@ -796,6 +795,7 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 		}
 		ts.floor.raiseRows(tables, all, local, inv.Seq)
 		s.epochs.bumpRows(tables, !all, local)
+		ts.stats.received.Add(1) // once applied: a reader that sees the count sees the write
 	}
 }
 
