@@ -38,28 +38,29 @@ type entry struct {
 	// version is the fleet version of a result written to or read from the
 	// shared tier (0: this process's alone).
 	version uint64
-	// delOther: its put deleted the key from the other cache (empty
-	// results live apart), which waitFor then also waits for.
-	delOther bool
-	tables   []string
-	known    bool
+	tables  []string
+	known   bool
 
 	retryAt  atomic.Int64 // UnixNano before which no refresh starts (after failures)
 	failures atomic.Int32
 }
 
 // entryOverhead is what an entry costs beyond its key and rows: the entry,
-// the result headers, and ristretto's store slot and policy bookkeeping
-// (measured: about 530 bytes for a one-row result).
-const entryOverhead = 576
+// the result headers, ristretto's store slot and policy bookkeeping
+// (measured: about 530 bytes for a one-row result), and its slot in the
+// store's index (measured: about 75 bytes).
+const entryOverhead = 656
 
 func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
 
 // store is the in-process L1: results on ristretto, cost in estimated bytes,
-// and empty results in a second, smaller store of their own. ristretto may
-// drop a Set (admission) and applies it later: the herd guarantees come
-// from flights, never from a Set being visible. The stores are made on
-// first use, so a Shield that never caches runs no cache goroutines.
+// and empty results in a second, smaller store of their own. ristretto
+// decides what stays (admission, eviction by cost) and applies a Set later,
+// on a goroutine of its own; the index is what lookups read: an entry is in
+// it from its put until ristretto lets it go (OnExit: evicted, refused,
+// replaced or deleted) or del removes it, so that a result is visible to
+// the next caller as soon as its flight ends. The stores are made on first
+// use, so a Shield that never caches runs no cache goroutines.
 type store struct {
 	ready atomic.Bool
 	// mu is held for reading by every use of pos and neg, and for writing
@@ -69,8 +70,18 @@ type store struct {
 	closed   bool
 	failed   bool
 
+	// index maps a key to the entry stored under it (see store). A hit
+	// reads it alone, and tells ristretto of one access in touchEvery so
+	// that its admission still sees which keys are hot.
+	index *index
+
 	entries, bytes atomic.Int64 // what the stores hold: + on a Set they took, − on exit
 }
+
+// touchEvery: a hit tells ristretto of its access once in this many, at
+// random (ristretto's frequency sketch counts relative heat; a Get on
+// every hit costs more than the rest of the lookup).
+const touchEvery = 8
 
 // cache returns the Shield's store, or nil if it is closed or cannot be made.
 func (s *Shield) cache() *store {
@@ -96,18 +107,19 @@ func (s *Shield) cache() *store {
 			s.log.Error("sqlflight: result cache disabled", "error", err)
 			return nil
 		}
-		st.pos, st.neg = pos, neg
+		st.pos, st.neg, st.index = pos, neg, newIndex()
 	}
 	st.ready.Store(true)
 	return st
 }
 
 // exit counts an entry out of the store (evicted, rejected, replaced or
-// deleted).
+// deleted), and out of the index unless another entry took its key.
 func (st *store) exit(e *entry) {
 	if e != nil {
 		st.entries.Add(-1)
 		st.bytes.Add(-e.cost())
+		st.index.remove(e.key, e)
 	}
 }
 
@@ -125,31 +137,48 @@ func newRistretto(maxBytes int64, exit func(*entry)) (*ristretto.Cache[string, *
 	})
 }
 
-// get returns the entry stored under key, checking the whole key.
+// get returns the entry stored under key.
 func (st *store) get(key string) *entry {
+	e := st.index.load(key)
+	if e == nil {
+		st.touch(key, false) // admission weighs the misses of a key too
+		return nil
+	}
+	if rand.Uint32()%touchEvery == 0 {
+		st.touch(key, e.empty)
+	}
+	return e
+}
+
+// peek returns the entry stored under key, as get, without telling
+// ristretto of an access.
+func (st *store) peek(key string) *entry {
+	return st.index.load(key)
+}
+
+// touch tells ristretto of an access to key (in the store of empty
+// results, or of the others).
+func (st *store) touch(key string, empty bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	if st.closed {
-		return nil
+		return
 	}
-	if e, ok := st.pos.Get(key); ok && e.key == key {
-		return e
+	into := st.pos
+	if empty {
+		into = st.neg
 	}
-	if e, ok := st.neg.Get(key); ok && e.key == key {
-		return e
-	}
-	return nil
+	into.Get(key)
 }
 
 // put stores e, giving it its jitter draw unless it has one. It carries its own deadlines: the store evicts by cost
 // only (ristretto's TTL buckets never shrink, so with churn they would grow
 // with time rather than with MaxBytes), and a lookup drops an entry past
-// its last use.
+// its last use. From put on, get returns e (until ristretto lets it go).
 //
-// put reports whether the store may show e: false when it is dropped at
-// once, or costs more than the store can ever hold (a store of MaxBytes 1
-// holds nothing), so that no caller keeps e pending for a store that will
-// never have it (finish).
+// put reports whether the store took e: false when it costs more than the
+// store can ever hold (a store of MaxBytes 1 holds nothing) or ristretto
+// dropped it at once.
 func (st *store) put(e *entry, now time.Time) bool {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
@@ -163,18 +192,26 @@ func (st *store) put(e *entry, now time.Time) bool {
 	if e.empty {
 		into, other = st.neg, st.pos
 	}
-	if _, ok := other.Get(e.key); ok {
-		other.Del(e.key)
-		e.delOther = true
-	}
 	if e.cost() > into.MaxCost() {
+		if prior := st.index.remove(e.key, nil); prior != nil { // older than e: gone
+			if prior.empty {
+				st.neg.Del(e.key)
+			} else {
+				st.pos.Del(e.key)
+			}
+		}
 		return false
+	}
+	// In the index before ristretto may refuse it (exit takes it out).
+	if prior := st.index.swap(e); prior != nil && prior.empty != e.empty {
+		other.Del(e.key) // empty results live apart: the older one goes
 	}
 	if into.Set(e.key, e, e.cost()) {
 		st.entries.Add(1)
 		st.bytes.Add(e.cost())
 		return true
 	}
+	st.index.remove(e.key, e)
 	return false
 }
 
@@ -184,26 +221,9 @@ func (st *store) del(key string) {
 	if st.closed {
 		return
 	}
+	st.index.remove(key, nil)
 	st.pos.Del(key)
 	st.neg.Del(key)
-}
-
-// waitFor blocks until the put of e (and every put before it in its
-// cache) is applied or dropped.
-func (st *store) waitFor(e *entry) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed {
-		return
-	}
-	into, other := st.pos, st.neg
-	if e.empty {
-		into, other = st.neg, st.pos
-	}
-	into.Wait()
-	if e.delOther {
-		other.Wait()
-	}
 }
 
 // wait blocks until every put so far is applied (or dropped).
@@ -240,6 +260,9 @@ func (s *Shield) Close() error {
 	if st.pos != nil {
 		st.pos.Close()
 		st.neg.Close()
+	}
+	if st.index != nil {
+		st.index.clear()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"sync"
@@ -571,5 +572,72 @@ func TestNothingPendsForAStoreThatHoldsNothing(t *testing.T) {
 	}
 	if st := s.Stats(); st.FreshHits != 0 {
 		t.Errorf("fresh hits %d from a store of one byte, want 0", st.FreshHits)
+	}
+}
+
+// TestIndexFollowsTheStore: what the store's index holds is what ristretto
+// kept: entries it refused or evicted leave the index, so that the index
+// never grows past the cache; an entry is visible from its put on.
+func TestIndexFollowsTheStore(t *testing.T) {
+	s := New(Options{MaxBytes: 64 << 10, Clock: newFakeClock()})
+	t.Cleanup(func() { _ = s.Close() })
+	st := s.cache()
+	now := s.opts.Clock.Now()
+	const keys = 5000
+	for i := range keys {
+		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		st.put(e, now)
+		if i%97 == 0 && st.peek(e.key) != e {
+			t.Fatalf("entry %d not visible right after its put", i)
+		}
+	}
+	st.wait()
+	indexed := 0
+	for i := range st.index.shards {
+		indexed += len(st.index.shards[i].m)
+	}
+	kept := s.Stats().CacheEntries
+	if indexed == 0 || int64(indexed) != kept || kept >= keys {
+		t.Fatalf("index holds %d entries, the store %d, of %d put (64 KiB): want the same, fewer than put", indexed, kept, keys)
+	}
+	// A deleted key is gone from the index at once.
+	for i := range keys {
+		k := fmt.Sprintf("key %d", i)
+		if st.peek(k) != nil {
+			st.del(k)
+			if st.peek(k) != nil {
+				t.Fatalf("%s still indexed after del", k)
+			}
+			break
+		}
+	}
+}
+
+// TestReaderThatLookedBeforeAFlightEndedTakesItsEntry: a caching reader that
+// found no flight, but the store holds an entry other than the one its
+// lookup saw (a flight ended in between), looks again instead of leading a
+// flight of its own; one whose lookup saw that very entry leads.
+func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
+	s := New(Options{Clock: newFakeClock()})
+	t.Cleanup(func() { _ = s.Close() })
+	st := s.cache()
+	now := s.opts.Clock.Now()
+	e := &entry{key: "k", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
+	st.put(e, now)
+	c := &conn{s: s}
+	if f, lead := s.flights.joinOrLead("k", &s.epochs, nil, true, nil, st, c, nil); f != nil || lead {
+		t.Fatalf("a reader that saw nothing: flight %v, lead %v; want to look again", f, lead)
+	}
+	if f, lead := s.flights.joinOrLead("k", &s.epochs, nil, true, nil, st, c, e); f == nil || !lead {
+		t.Fatalf("a reader that saw the entry: flight %v, lead %v; want to lead", f, lead)
+	}
+	// A refresh of the entry does not start once another one showed.
+	e2 := &entry{key: "k2", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
+	st.put(e2, now)
+	if _, ok := s.flights.startRefresh("k2", &s.epochs, nil, true, nil, st, e); ok {
+		t.Fatal("a refresh of an entry the store no longer holds started")
+	}
+	if f, ok := s.flights.startRefresh("k2", &s.epochs, nil, true, nil, st, e2); !ok || f == nil {
+		t.Fatal("the refresh of the entry the store holds did not start")
 	}
 }

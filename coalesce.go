@@ -49,30 +49,12 @@ type flight struct {
 	joined  int
 	out     int
 	linger  time.Time // joinable until then, once finished
-	// pending is the entry the flight put into the cache, until the store
-	// shows it (finish); lookups read it meanwhile.
-	pending *entry
 }
 
 type flightGroup struct {
 	mu   sync.Mutex
 	m    map[string]*flight
 	late *atomic.Uint64 // Stats.LateFollowers
-	// pendingM holds the entries of ended flights that the store does not
-	// show yet (finish), by key; pending counts them.
-	pendingM map[string]*entry
-	pending  atomic.Int64
-}
-
-// pendingEntry returns the entry an ended flight of key put into the cache
-// that the store may not show yet, or nil.
-func (g *flightGroup) pendingEntry(key string) *entry {
-	if g.pending.Load() == 0 {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pendingM[key]
 }
 
 // maxLinger bounds how long an ended flight stays joinable (joinOrLead); it
@@ -206,12 +188,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 // result with rd's stale-if-error limit. Freshness is the reader's: an
 // entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
-	// The pending entry first: it is newer than any the store shows, and
-	// it leaves the flights only once the store shows it.
-	e := s.flights.pendingEntry(rd.key)
-	if e == nil {
-		e = st.get(rd.key)
-	}
+	e := st.get(rd.key)
 	if e == nil {
 		return nil, nil
 	}
@@ -270,7 +247,20 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	*rd = *caller
 	c := rd.c
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st != nil, c, rd.seen)
+		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, c, rd.seen)
+		if f == nil {
+			// A flight ended since this caller looked: its entry is in
+			// the store. Judged by this caller's own policy, as a hit.
+			if rows, _ := s.lookup(st, caller); rows != nil {
+				s.stats.misses.Add(^uint64(0)) // counted as a miss by share
+				if caller.named != nil {
+					caller.named.misses.Add(^uint64(0))
+				}
+				return rows, nil
+			}
+			rd.seen = caller.seen
+			continue
+		}
 		if lead {
 			caller.out = outMiss
 			s.stats.flights.Add(1)
@@ -290,7 +280,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
-				s.finish(f, nil, err, nil, nil, nil)
+				s.finish(f, nil, err, nil, false)
 				if err == errLeaderGone {
 					err = ctx.Err()
 				}
@@ -368,22 +358,21 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // connection is not something a driver can see: database/sql hands out a
 // freed connection the same way to a queued caller and to a new one.)
 //
-// A flight that ended and put its result into the cache stays until the
-// store shows it (finish): a caching reader that looked in the cache before
-// it ended takes its result, as if it had joined a moment earlier — unless
-// its lookup saw that very entry and found it too old for its own policy
-// (seen). A reader that does not use the cache never takes it.
-func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, fills bool, c *conn, seen *entry) (*flight, bool) {
+// A flight that ended put its result into the store (st) before it left
+// the group: a caching reader that looked in the store before, and finds
+// neither a flight nor the entry it saw (seen), gets (nil, false) and looks
+// again, so that no caller falls in between and starts a flight of its own.
+func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, c *conn, seen *entry) (*flight, bool) {
+	fills := st != nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && e.unchangedFor(f.seq, tables, known, rows) {
+	f := g.m[key]
+	if f != nil && e.unchangedFor(f.seq, tables, known, rows) {
 		switch {
 		case !f.finished:
 			f.waiters++
 			f.joined++
 			owe(c, f)
-			return f, false
-		case fills && f.pending != nil && f.pending != seen:
 			return f, false
 		case f.out > 0 && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
@@ -391,9 +380,14 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			return f, false
 		}
 	}
+	if fills && (f == nil || f.finished) {
+		if cur := st.peek(key); cur != nil && cur != seen && e.unchangedFor(cur.seq, tables, known, rows) {
+			return nil, false
+		}
+	}
 	// A flight older than a write to its tables stays out of the map (its
 	// own waiters still get its result); a new one replaces it.
-	f := &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
+	f = &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
 	g.m[key] = f
 	owe(c, f)
 	return f, true
@@ -426,17 +420,17 @@ func (g *flightGroup) release(c *conn) {
 }
 
 // startRefresh starts a flight with no waiter for a background refresh of
-// the entry stale (nil: of whatever the cache holds), unless the key
-// already has one running, or an ended one whose entry, newer than stale,
-// the store is about to show.
-func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps, stale *entry) (*flight, bool) {
+// the entry stale (nil: the key held none), unless the key already has one
+// running, or the store (st) holds another entry by now, from a flight that
+// ended since stale was read.
+func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, stale *entry) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f := g.m[key]; f != nil && !f.finished && e.unchangedFor(f.seq, tables, known, rows) {
 		return nil, false
 	}
-	if p := g.pendingM[key]; p != nil && p != stale && e.unchangedFor(p.seq, tables, known, rows) {
-		return nil, false // a newer entry than stale is about to show
+	if cur := st.peek(key); cur != nil && cur != stale && e.unchangedFor(cur.seq, tables, known, rows) {
+		return nil, false // refreshed meanwhile
 	}
 	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
 	g.m[key] = f
@@ -457,7 +451,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, e)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, e)
 	if !ok {
 		s.exit(t, errNotRun)
 		return
@@ -637,11 +631,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
-		pending := filled
-		if !shown {
-			pending = nil
-		}
-		s.finish(f, res, err, handoff, st, pending)
+		s.finish(f, res, err, handoff, shown)
 		l.release(broken)
 		if rd.l2 != "" && !fromL2 {
 			s.storeShared(rd, filled) // after the waiters have their result
@@ -705,30 +695,14 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 }
 
 // finish publishes the outcome of f to its waiters and removes it from the
-// group. An unshared result goes to the leader if it still waits.
-//
-// The store applies puts later, on a goroutine of its own. Neither the
-// waiters nor the next caller wait for that: until the store shows filled
-// (the entry f put into st), f stays in the group, ended, and lookups read
-// filled from it (pendingEntry), so that no caller falls in between.
-func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, st *store, filled *entry) {
+// group. An unshared result goes to the leader if it still waits. filled:
+// the result is in the store (which readers see from then on, joinOrLead).
+func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, filled bool) {
 	g := &s.flights
 	g.mu.Lock()
 	var linger time.Duration
-	if filled != nil {
-		f.pending = filled
-		if g.pendingM == nil {
-			g.pendingM = make(map[string]*entry)
-		}
-		if g.pendingM[f.key] == nil {
-			g.pending.Add(1)
-		}
-		g.pendingM[f.key] = filled
-	}
 	if g.m[f.key] == f {
-		if filled != nil {
-			// stays until the store shows filled
-		} else if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
+		if !filled && f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
 			now := s.opts.Clock.Now()
 			linger = min(now.Sub(f.started), maxLinger)
 			f.linger = now.Add(linger)
@@ -754,29 +728,14 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, st *
 	if orphan != nil {
 		_ = orphan.Close()
 	}
-	forget := func() {
-		g.mu.Lock()
-		if g.m[f.key] == f {
-			delete(g.m, f.key)
-		}
-		g.mu.Unlock()
-	}
-	switch {
-	case filled != nil:
-		go func() {
-			st.waitFor(filled)
+	if linger > 0 {
+		time.AfterFunc(linger, func() {
 			g.mu.Lock()
 			if g.m[f.key] == f {
 				delete(g.m, f.key)
 			}
-			if g.pendingM[f.key] == filled {
-				delete(g.pendingM, f.key)
-				g.pending.Add(-1)
-			}
 			g.mu.Unlock()
-		}()
-	case linger > 0:
-		time.AfterFunc(linger, forget)
+		})
 	}
 }
 

@@ -92,8 +92,7 @@ var errNotThisShield = errors.New("sqlflight: Prewarm: DB is not opened through 
 // with the entry's own jitter draw, so that the warmed keys do not expire
 // together. A key already cached fresh, or with a flight running, is
 // skipped. Callers of the application that ask for a key being warmed join
-// its flight; no error reaches them from Prewarm. When Prewarm returns, the
-// cache holds what it warmed (or what the cache's admission kept of it).
+// its flight; no error reaches them from Prewarm.
 //
 // Progress goes to the Shield's logger and to Stats (PrewarmReplayed,
 // PrewarmLoaded, PrewarmSkipped, PrewarmFailed). Prewarm returns an error
@@ -130,7 +129,6 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 		"keys", keys, "concurrency", boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10), "scope", sc.name())
 	begin := time.Now()
 	w.run(ctx, hs, boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10))
-	st.wait() // the store shows what was warmed
 	rep = w.report()
 	s.log.InfoContext(ctx, "sqlflight: pre-warm done", "replayed", rep.Replayed, "loaded", rep.Loaded,
 		"skipped", rep.Skipped, "failed", rep.Failed, "refused", rep.Refused, "took", time.Since(begin))
@@ -296,7 +294,11 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 		return
 	}
 	key, ok := appendKey(nil, w.c.sc.id, f.part, k.r.Normalized, k.args)
-	if !ok || w.cached(string(key), f) || s.tooLarge.skips(string(key), s.limitsOf(f.plan.pol), time.Now()) {
+	var seen *entry
+	if ok {
+		seen = w.st.peek(string(key))
+	}
+	if !ok || w.fresh(seen, f) || s.tooLarge.skips(string(key), s.limitsOf(f.plan.pol), time.Now()) {
 		w.skip()
 		return
 	}
@@ -306,19 +308,19 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 		w.load(ctx, rd)
 		return
 	}
-	w.replay(ctx, rd)
+	w.replay(ctx, rd, seen)
 }
 
-// cached reports whether key holds a fresh entry for f's policy.
-func (w *warmer) cached(key string, f *fate) bool {
-	e := w.st.get(key)
+// fresh reports whether e, a cached entry or nil, is fresh for f's policy.
+func (w *warmer) fresh(e *entry, f *fate) bool {
 	return e != nil && w.s.epochs.unchangedFor(e.seq, f.tables, f.known, f.rows) &&
 		w.s.judge(e, f.plan.pol).at(w.s.opts.Clock.Now()) == fresh
 }
 
 // replay runs rd's origin through the scope's guard on a spare
-// connection, as a background refresh does, and waits for it.
-func (w *warmer) replay(ctx context.Context, rd *read) {
+// connection, as a background refresh of seen (the entry the key held, or
+// nil) does, and waits for it.
+func (w *warmer) replay(ctx context.Context, rd *read, seen *entry) {
 	s, sc := w.s, w.c.sc
 	t, err := s.enterWarm(ctx, sc)
 	if err != nil {
@@ -329,7 +331,7 @@ func (w *warmer) replay(ctx context.Context, rd *read) {
 		}
 		return
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, nil)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, w.st, seen)
 	if !ok {
 		s.exit(t, errNotRun)
 		w.skip() // a flight runs: it fills the key

@@ -199,7 +199,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 // answerFromShared finishes f with an entry read from L2.
 func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
 	s.fillFromShared(st, f, rd, e)
-	s.finish(f, e.res, nil, nil, nil, nil)
+	s.finish(f, e.res, nil, nil, false)
 }
 
 // acquire tries to take rd's lease; it reports whether it did. rd.version
@@ -249,7 +249,6 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 		return
 	}
 	st.put(e, s.opts.Clock.Now())
-	st.wait()
 }
 
 // sharedRefresh is the L2 step of a background refresh of an entry of
