@@ -336,7 +336,7 @@ var annotations atomic.Pointer[annotationMemo]
 const maxMemoAnnotation = 1 << 10
 
 type annotationMemo struct {
-	m sync.Map // string → annotationResult
+	m sync.Map // string → *annotationResult
 	n atomic.Int64
 }
 
@@ -355,7 +355,7 @@ func parseAnnotationCached(text string) (annotation, error) {
 		memo = annotations.Load()
 	}
 	if v, ok := memo.m.Load(text); ok {
-		r := v.(annotationResult)
+		r := v.(*annotationResult)
 		return r.a, r.err
 	}
 	a, err := parseAnnotation(text)
@@ -363,7 +363,7 @@ func parseAnnotationCached(text string) (annotation, error) {
 		annotations.CompareAndSwap(memo, new(annotationMemo))
 		memo = annotations.Load()
 	}
-	memo.m.Store(text, annotationResult{a, err})
+	memo.m.Store(text, &annotationResult{a, err})
 	return a, err
 }
 
