@@ -330,5 +330,7 @@ func (c *conn) parked() {
 	}
 	c.idleInPool = true
 	c.mu.Unlock()
-	c.sc.lender.Store(c)
+	if c.sc.lender.Load() != c {
+		c.sc.lender.Store(c) // not on every return: other cores read it
+	}
 }
