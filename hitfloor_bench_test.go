@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -217,6 +218,53 @@ func BenchmarkFollower(b *testing.B) {
 			}
 			b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/followers, "allocs/follower")
 			b.ReportMetric(float64(b.Elapsed())/followers, "wall-ns/follower")
+		})
+	}
+}
+
+// replayConn is the least a caching driver under database/sql can be: its
+// QueryContext hands out a cursor over one result it already holds (no
+// key, no lookup, no policy), and it is a pooled connection as sqlflight's
+// are (driver.Validator, driver.SessionResetter).
+type replayConn struct{ res *result }
+
+func (c replayConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("not here") }
+func (c replayConn) Close() error                        { return nil }
+func (c replayConn) Begin() (driver.Tx, error)           { return nil, errors.New("not here") }
+func (c replayConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return newReplay(c.res), nil
+}
+func (c replayConn) IsValid() bool                      { return true }
+func (c replayConn) ResetSession(context.Context) error { return nil }
+
+type replayConnector struct{ res *result }
+
+func (c replayConnector) Connect(context.Context) (driver.Conn, error) { return replayConn(c), nil }
+func (c replayConnector) Driver() driver.Driver                        { return nil }
+
+// BenchmarkHitWrapperFloor is replayConn against the database/sql floor of
+// BenchmarkHitFloor in the same run: what database/sql itself costs any
+// driver that replays a held result through a cursor of its own and pools
+// like sqlflight, before any lookup. x-floor is its ratio: a cache hit can
+// be no closer to the floor than this.
+func BenchmarkHitWrapperFloor(b *testing.B) {
+	const query = "/* sqlflight: ttl=1h */ " + pointQuery
+	res, _, err := materialize(oneRow(int64(1)), limits{rows: 10, bytes: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range contexts {
+		b.Run(c.name, func(b *testing.B) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			floor := sql.OpenDB(dsnConnector{drv: replayOne(), dsn: "fake"})
+			defer floor.Close()
+			wrapper := sql.OpenDB(replayConnector{res: res})
+			defer wrapper.Close()
+			againstFloor(b,
+				func() { mustRead(b, ctx, wrapper, query) },
+				func() { mustRead(b, ctx, floor, query) },
+				"floor-ns/op", "x-floor")
 		})
 	}
 }
