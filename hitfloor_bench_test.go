@@ -93,24 +93,33 @@ var contexts = []struct {
 // is hit ÷ floor in the same run (goal ≤ 1.5).
 func BenchmarkHitFloor(b *testing.B) {
 	const query = "/* sqlflight: ttl=1h */ " + pointQuery
+	onFloor(b, func(b *testing.B, ctx context.Context, floor *sql.DB) {
+		d := replayOne()
+		db, s := openFake(b, d, Options{Clock: newFakeClock()})
+		b.Cleanup(func() { _ = s.Close() })
+		mustRead(b, ctx, db, query) // fill the cache
+		before := d.queries.Load()
+		againstFloor(b,
+			func() { mustRead(b, ctx, db, query) },
+			func() { mustRead(b, ctx, floor, query) },
+			"floor-ns/op", "x-floor")
+		if q := d.queries.Load(); q != before {
+			b.Fatalf("%d hits reached the parent", q-before)
+		}
+	})
+}
+
+// onFloor runs body once under each of contexts, with the database/sql
+// floor of the hit benchmarks open: database/sql straight on a parent that
+// replays one row.
+func onFloor(b *testing.B, body func(b *testing.B, ctx context.Context, floor *sql.DB)) {
 	for _, c := range contexts {
 		b.Run(c.name, func(b *testing.B) {
 			ctx, cancel := c.ctx()
 			defer cancel()
 			floor := sql.OpenDB(dsnConnector{drv: replayOne(), dsn: "fake"})
 			defer floor.Close()
-			d := replayOne()
-			db, s := openFake(b, d, Options{Clock: newFakeClock()})
-			b.Cleanup(func() { _ = s.Close() })
-			mustRead(b, ctx, db, query) // fill the cache
-			before := d.queries.Load()
-			againstFloor(b,
-				func() { mustRead(b, ctx, db, query) },
-				func() { mustRead(b, ctx, floor, query) },
-				"floor-ns/op", "x-floor")
-			if q := d.queries.Load(); q != before {
-				b.Fatalf("%d hits reached the parent", q-before)
-			}
+			body(b, ctx, floor)
 		})
 	}
 }
@@ -253,18 +262,12 @@ func BenchmarkHitWrapperFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range contexts {
-		b.Run(c.name, func(b *testing.B) {
-			ctx, cancel := c.ctx()
-			defer cancel()
-			floor := sql.OpenDB(dsnConnector{drv: replayOne(), dsn: "fake"})
-			defer floor.Close()
-			wrapper := sql.OpenDB(replayConnector{res: res})
-			defer wrapper.Close()
-			againstFloor(b,
-				func() { mustRead(b, ctx, wrapper, query) },
-				func() { mustRead(b, ctx, floor, query) },
-				"floor-ns/op", "x-floor")
-		})
-	}
+	onFloor(b, func(b *testing.B, ctx context.Context, floor *sql.DB) {
+		wrapper := sql.OpenDB(replayConnector{res: res})
+		defer wrapper.Close()
+		againstFloor(b,
+			func() { mustRead(b, ctx, wrapper, query) },
+			func() { mustRead(b, ctx, floor, query) },
+			"floor-ns/op", "x-floor")
+	})
 }
