@@ -33,6 +33,9 @@ type entry struct {
 	hard   time.Time // served stale (and refreshed) until here (the filler's policy)
 	last   time.Time // served when the origin fails (stale-if-error) until here; gone after
 	jitter float64   // the entry's jitter draw in [-1, 1], scaled by each reader's fraction
+	// by: what of its filler's policy soft, hard and last follow from
+	// (judge: a reader under the same gets them as they are).
+	by deadlinePolicy
 	delta  time.Duration
 	seq    uint64 // epoch sequence when the flight that filled it started
 	// version is the fleet version of a result written to or read from the
@@ -185,7 +188,7 @@ func (st *store) put(e *entry, now time.Time) bool {
 	if st.closed || !now.Before(e.last) {
 		return false
 	}
-	if e.jitter == 0 {
+	if e.jitter == 0 && !e.by.set {
 		e.jitter = jitterDraw() // the entry's own, from now on
 	}
 	into, other := st.pos, st.neg
@@ -320,6 +323,10 @@ func (d judged) at(now time.Time) freshness {
 // entry lives (HTTP caches judge a stored response by the request's own
 // max-age alike).
 func (s *Shield) judge(e *entry, p Policy) judged {
+	if e.by.set && e.by == deadlinesOf(p) {
+		// deadlinesAt(e.filled, p, e.empty, e.jitter), as fill computed them.
+		return judged{soft: e.soft, hard: e.hard, last: e.last}
+	}
 	soft, hard, last := s.deadlinesAt(e.filled, p, e.empty, e.jitter)
 	return judged{soft: earlier(soft, e.last), hard: earlier(hard, e.last), last: earlier(last, e.last)}
 }
@@ -338,6 +345,17 @@ func jitterDraw() float64 { return 2*rand.Float64() - 1 }
 // limit of an entry filled now under p, spread by a fresh jitter draw.
 func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, last time.Time) {
 	return s.deadlinesAt(now, p, empty, jitterDraw())
+}
+
+// deadlinePolicy is what of a policy deadlinesAt reads.
+type deadlinePolicy struct {
+	soft, hard, neg time.Duration
+	jitter          float64
+	set             bool
+}
+
+func deadlinesOf(p Policy) deadlinePolicy {
+	return deadlinePolicy{soft: p.Soft, hard: p.Hard, neg: p.Neg, jitter: p.Jitter, set: true}
 }
 
 // deadlinesAt returns the deadlines of an entry filled at filled under p

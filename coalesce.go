@@ -690,6 +690,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 		known: rd.known, version: rd.version}
 	e.jitter = jitterDraw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
+	e.by = deadlinesOf(rd.plan.pol)
 	s.stats.fills.Add(1)
 	return e, st.put(e, now)
 }

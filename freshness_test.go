@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,5 +283,28 @@ func TestStricterFollowerOfASharedAnswer(t *testing.T) {
 	st := f[1].s.Stats()
 	if q := f[1].c.d.queries.Load(); q != 1 || st.SharedHits != 1 {
 		t.Fatalf("the stricter follower took the leader's 1.5 s old value from the tier: queries %d, %+v", q, st)
+	}
+}
+
+// TestJudgeUnderTheFillersPolicy: a reader under the policy that filled an
+// entry gets the deadlines fill computed; they are the ones judge computes
+// afresh, for every policy shape.
+func TestJudgeUnderTheFillersPolicy(t *testing.T) {
+	for _, maxStale := range []time.Duration{0, -1, 3 * time.Second} {
+		s := New(Options{MaxStale: maxStale, Clock: newFakeClock()})
+		filled := s.opts.Clock.Now()
+		for i := range 2000 {
+			p := Policy{Soft: time.Duration(rand.Int64N(int64(time.Minute))), Hard: time.Duration(rand.Int64N(int64(2 * time.Minute))),
+				Neg: time.Duration(rand.Int64N(int64(time.Minute))) * time.Duration(i%2), Jitter: []float64{0, -1, 0.25, 0.5}[i%4]}
+			e := &entry{filled: filled, empty: i%3 == 0, jitter: jitterDraw()}
+			e.soft, e.hard, e.last = s.deadlinesAt(filled, p, e.empty, e.jitter)
+			e.by = deadlinesOf(p)
+			fast := s.judge(e, p)
+			e.by = deadlinePolicy{}
+			if slow := s.judge(e, p); fast != slow {
+				t.Fatalf("policy %+v, entry empty=%v jitter %v: judged %+v under the filler's policy, %+v afresh", p, e.empty, e.jitter, fast, slow)
+			}
+		}
+		_ = s.Close()
 	}
 }
