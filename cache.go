@@ -35,9 +35,9 @@ type entry struct {
 	jitter float64   // the entry's jitter draw in [-1, 1], scaled by each reader's fraction
 	// by: what of its filler's policy soft, hard and last follow from
 	// (judge: a reader under the same gets them as they are).
-	by deadlinePolicy
-	delta  time.Duration
-	seq    uint64 // epoch sequence when the flight that filled it started
+	by    deadlinePolicy
+	delta time.Duration
+	seq   uint64 // epoch sequence when the flight that filled it started
 	// version is the fleet version of a result written to or read from the
 	// shared tier (0: this process's alone).
 	version uint64
