@@ -143,12 +143,16 @@ func newRistretto(maxBytes int64, exit func(*entry)) (*ristretto.Cache[string, *
 // get returns the entry stored under key.
 func (st *store) get(key string) *entry {
 	e := st.index.load(key)
-	if e == nil {
-		st.touch(key, false) // admission weighs the misses of a key too
-		return nil
-	}
 	if rand.Uint32()%touchEvery == 0 {
-		st.touch(key, e.empty)
+		// Misses and hits alike (admission weighs a newcomer's misses
+		// against a resident's hits); a miss in both stores, as the key
+		// may fill either.
+		if e == nil || !e.empty {
+			st.touch(key, false)
+		}
+		if e == nil || e.empty {
+			st.touch(key, true)
+		}
 	}
 	return e
 }
@@ -206,8 +210,17 @@ func (st *store) put(e *entry, now time.Time) bool {
 		return false
 	}
 	// In the index before ristretto may refuse it (exit takes it out).
-	if prior := st.index.swap(e); prior != nil && prior.empty != e.empty {
-		other.Del(e.key) // empty results live apart: the older one goes
+	if prior := st.index.swap(e); prior != nil {
+		if prior.empty != e.empty {
+			other.Del(e.key) // empty results live apart: the older one goes
+		} else if _, shown := into.Get(e.key); !shown {
+			// prior's Set is not applied yet: e would come after it as
+			// another new key, and ristretto would keep prior and refuse
+			// e. Once prior's Set is applied, e replaces it. (A Del first
+			// would not do: a Set that finds prior stored replaces it at
+			// once, and the Del, applied later, would take e.)
+			into.Wait()
+		}
 	}
 	if into.Set(e.key, e, e.cost()) {
 		st.entries.Add(1)
@@ -218,15 +231,18 @@ func (st *store) put(e *entry, now time.Time) bool {
 	return false
 }
 
-func (st *store) del(key string) {
+// drop removes e from the store, unless another entry took its key.
+func (st *store) drop(e *entry) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	if st.closed {
+	if st.closed || st.index.remove(e.key, e) == nil {
 		return
 	}
-	st.index.remove(key, nil)
-	st.pos.Del(key)
-	st.neg.Del(key)
+	if e.empty {
+		st.neg.Del(e.key)
+	} else {
+		st.pos.Del(e.key)
+	}
 }
 
 // wait blocks until every put so far is applied (or dropped).

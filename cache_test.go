@@ -600,16 +600,53 @@ func TestIndexFollowsTheStore(t *testing.T) {
 	if indexed == 0 || int64(indexed) != kept || kept >= keys {
 		t.Fatalf("index holds %d entries, the store %d, of %d put (64 KiB): want the same, fewer than put", indexed, kept, keys)
 	}
-	// A deleted key is gone from the index at once.
+	// A dropped entry is gone from the index at once; dropping an entry
+	// another one replaced leaves the newer one.
 	for i := range keys {
 		k := fmt.Sprintf("key %d", i)
-		if st.peek(k) != nil {
-			st.del(k)
+		if e := st.peek(k); e != nil {
+			newer := &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
+			st.put(newer, now)
+			st.drop(e)
+			if st.peek(k) != newer {
+				t.Fatalf("dropping the replaced entry of %s took the newer one too", k)
+			}
+			st.drop(newer)
 			if st.peek(k) != nil {
-				t.Fatalf("%s still indexed after del", k)
+				t.Fatalf("%s still indexed after drop", k)
 			}
 			break
 		}
+	}
+}
+
+// TestPutTwiceBeforeTheStoreApplies: a key put again before ristretto
+// applied its first put ends with the second entry, in the index and in the
+// store, and no unreachable first one is left taking room.
+func TestPutTwiceBeforeTheStoreApplies(t *testing.T) {
+	s := New(Options{Clock: newFakeClock()})
+	t.Cleanup(func() { _ = s.Close() })
+	st := s.cache()
+	now := s.opts.Clock.Now()
+	const keys = 200
+	second := make([]*entry, keys)
+	for i := range keys {
+		k := fmt.Sprintf("key %d", i)
+		st.put(&entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}, now)
+		second[i] = &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		st.put(second[i], now)
+	}
+	st.wait()
+	for i, e := range second {
+		if got := st.peek(e.key); got != e {
+			t.Fatalf("key %d: indexed %p, want the second put's %p", i, got, e)
+		}
+		if got, ok := st.pos.Get(e.key); !ok || got != e {
+			t.Fatalf("key %d: the store holds %p (%v), want the second put's %p", i, got, ok, e)
+		}
+	}
+	if n := s.Stats().CacheEntries; n != keys {
+		t.Fatalf("the store counts %d entries for %d keys", n, keys)
 	}
 }
 

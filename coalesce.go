@@ -194,12 +194,12 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	}
 	rd.seen = e
 	if !s.epochs.unchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
-		st.del(rd.key) // computed before a write to its tables
+		st.drop(e) // computed before a write to its tables
 		return nil, nil
 	}
 	now := s.opts.Clock.Now()
 	if !now.Before(e.last) {
-		st.del(rd.key) // of no use any more, not even on error
+		st.drop(e) // of no use any more, not even on error
 		return nil, nil
 	}
 	d := s.judge(e, rd.plan.pol)
@@ -246,11 +246,19 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 	rd := new(read) // the origin keeps it; the caller's stays on its stack
 	*rd = *caller
 	c := rd.c
+	relooks := 0
 	for attempt := 0; ; attempt++ {
 		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, c, rd.seen)
 		if f == nil {
 			// A flight ended since this caller looked: its entry is in
 			// the store. Judged by this caller's own policy, as a hit.
+			// (Not one of the attempts below; lookup sets seen, so that
+			// the next pass leads unless yet another flight ended.)
+			attempt--
+			if relooks++; relooks > 3 {
+				rd.seen = st.peek(rd.key)
+				continue
+			}
 			if rows, _ := s.lookup(st, caller); rows != nil {
 				s.stats.misses.Add(^uint64(0)) // counted as a miss by share
 				if caller.named != nil {
@@ -280,7 +288,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
-				s.finish(f, nil, err, nil, false)
+				s.finish(f, nil, err, nil)
 				if err == errLeaderGone {
 					err = ctx.Err()
 				}
@@ -567,7 +575,6 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		broken  bool
 		normal  bool
 		filled  *entry // the entry the result filled (for L2 too)
-		shown   bool   // the store may show filled: it pends until then
 		ran     bool
 		fromL2  bool // answered by the shared tier: the database was not asked
 		start   = time.Now()
@@ -631,7 +638,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
-		s.finish(f, res, err, handoff, shown)
+		s.finish(f, res, err, handoff)
 		l.release(broken)
 		if rd.l2 != "" && !fromL2 {
 			s.storeShared(rd, filled) // after the waiters have their result
@@ -673,17 +680,17 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		handoff = nil
 	}
 	if res != nil && st != nil && f.fills {
-		filled, shown = s.fill(st, f, rd, res, time.Since(start))
+		filled = s.fill(st, f, rd, res, time.Since(start))
 	}
 	normal = true
 }
 
 // fill stores res unless a write to its tables happened since its flight
 // started (its waiters still get it), and returns the entry it made (nil
-// after such a write) and whether the store may show it.
-func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) (*entry, bool) {
+// after such a write; the shared tier takes it even if the store did not).
+func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
 	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
-		return nil, false
+		return nil
 	}
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
@@ -691,19 +698,22 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	e.jitter = jitterDraw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
 	e.by = deadlinesOf(rd.plan.pol)
-	s.stats.fills.Add(1)
-	return e, st.put(e, now)
+	if st.put(e, now) {
+		s.stats.fills.Add(1)
+	}
+	return e
 }
 
 // finish publishes the outcome of f to its waiters and removes it from the
-// group. An unshared result goes to the leader if it still waits. filled:
-// the result is in the store (which readers see from then on, joinOrLead).
-func (s *Shield) finish(f *flight, res *result, err error, handoff *replay, filled bool) {
+// group (a flight that fills the cache put its result there first, where
+// readers see it from then on: joinOrLead). An unshared result goes to the
+// leader if it still waits.
+func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	g := &s.flights
 	g.mu.Lock()
 	var linger time.Duration
 	if g.m[f.key] == f {
-		if !filled && f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
+		if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
 			now := s.opts.Clock.Now()
 			linger = min(now.Sub(f.started), maxLinger)
 			f.linger = now.Add(linger)

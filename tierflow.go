@@ -199,7 +199,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 // answerFromShared finishes f with an entry read from L2.
 func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
 	s.fillFromShared(st, f, rd, e)
-	s.finish(f, e.res, nil, nil, false)
+	s.finish(f, e.res, nil, nil)
 }
 
 // acquire tries to take rd's lease; it reports whether it did. rd.version
