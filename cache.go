@@ -35,9 +35,12 @@ type entry struct {
 	jitter float64   // the entry's jitter draw in [-1, 1], scaled by each reader's fraction
 	// by: what of its filler's policy soft, hard and last follow from
 	// (judge: a reader under the same gets them as they are).
-	by    deadlinePolicy
-	delta time.Duration
-	seq   uint64 // epoch sequence when the flight that filled it started
+	by deadlinePolicy
+	// handed: its put went to ristretto (store.batch; guarded by
+	// store.batchMu).
+	handed bool
+	delta  time.Duration
+	seq    uint64 // epoch sequence when the flight that filled it started
 	// version is the fleet version of a result written to or read from the
 	// shared tier (0: this process's alone).
 	version uint64
@@ -78,8 +81,25 @@ type store struct {
 	// that its admission still sees which keys are hot.
 	index *index
 
+	// Puts reach ristretto in batches: each Set that finds ristretto's
+	// goroutine asleep wakes it (a futex call on the filling caller's path,
+	// ≈ 4 µs), so puts wait in batch — indexed, so visible — until
+	// batchMax of them are there or batchDelay has passed. batchMu is
+	// taken under mu.
+	batchMu    sync.Mutex
+	batch      []*entry
+	batchBytes int64
+	batchTimer *time.Timer
+
 	entries, bytes atomic.Int64 // what the stores hold: + on a Set they took, − on exit
 }
+
+// The bounds of a batch of puts (store.batch).
+const (
+	batchMax      = 64
+	batchMaxBytes = 1 << 20
+	batchDelay    = time.Millisecond
+)
 
 // touchEvery: a hit tells ristretto of its access once in this many, at
 // random (ristretto's frequency sketch counts relative heat; a Get on
@@ -184,8 +204,8 @@ func (st *store) touch(key string, empty bool) {
 // its last use. From put on, get returns e (until ristretto lets it go).
 //
 // put reports whether the store took e: false when it costs more than the
-// store can ever hold (a store of MaxBytes 1 holds nothing) or ristretto
-// dropped it at once.
+// store can ever hold (a store of MaxBytes 1 holds nothing). ristretto gets
+// it with the next batch (store.batch).
 func (st *store) put(e *entry, now time.Time) bool {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
@@ -210,25 +230,72 @@ func (st *store) put(e *entry, now time.Time) bool {
 		return false
 	}
 	// In the index before ristretto may refuse it (exit takes it out).
-	if prior := st.index.swap(e); prior != nil {
-		if prior.empty != e.empty {
-			other.Del(e.key) // empty results live apart: the older one goes
-		} else if _, shown := into.Get(e.key); !shown {
+	prior := st.index.swap(e)
+	if prior != nil && prior.empty != e.empty {
+		other.Del(e.key) // empty results live apart: the older one goes
+	}
+	st.batchMu.Lock()
+	defer st.batchMu.Unlock()
+	if prior != nil && prior.empty == e.empty && prior.handed {
+		if _, shown := into.Get(e.key); !shown {
 			// prior's Set is not applied yet: e would come after it as
 			// another new key, and ristretto would keep prior and refuse
 			// e. Once prior's Set is applied, e replaces it. (A Del first
 			// would not do: a Set that finds prior stored replaces it at
-			// once, and the Del, applied later, would take e.)
+			// once, and the Del, applied later, would take e.) A prior
+			// still in the batch is left out of it (flushLocked).
 			into.Wait()
 		}
 	}
-	if into.Set(e.key, e, e.cost()) {
-		st.entries.Add(1)
-		st.bytes.Add(e.cost())
-		return true
+	st.batch = append(st.batch, e)
+	st.batchBytes += e.cost()
+	switch {
+	case len(st.batch) >= batchMax || st.batchBytes >= batchMaxBytes:
+		st.flushLocked()
+	case len(st.batch) == 1:
+		if st.batchTimer == nil {
+			st.batchTimer = time.AfterFunc(batchDelay, st.flush)
+		} else {
+			st.batchTimer.Reset(batchDelay)
+		}
 	}
-	st.index.remove(e.key, e)
-	return false
+	return true
+}
+
+// flush hands the batch of puts to ristretto.
+func (st *store) flush() {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return
+	}
+	st.batchMu.Lock()
+	defer st.batchMu.Unlock()
+	st.flushLocked()
+}
+
+// flushLocked hands the batch to ristretto; mu (read) and batchMu are
+// held. An entry no longer in the index (replaced or dropped meanwhile)
+// is left out; one ristretto drops at once leaves the index.
+func (st *store) flushLocked() {
+	for i, e := range st.batch {
+		st.batch[i] = nil
+		if st.index.load(e.key) != e {
+			continue
+		}
+		into := st.pos
+		if e.empty {
+			into = st.neg
+		}
+		e.handed = true
+		if into.Set(e.key, e, e.cost()) {
+			st.entries.Add(1)
+			st.bytes.Add(e.cost())
+		} else {
+			st.index.remove(e.key, e)
+		}
+	}
+	st.batch, st.batchBytes = st.batch[:0], 0
 }
 
 // drop removes e from the store, unless another entry took its key.
@@ -252,6 +319,9 @@ func (st *store) wait() {
 	if st.closed {
 		return
 	}
+	st.batchMu.Lock()
+	st.flushLocked()
+	st.batchMu.Unlock()
 	st.pos.Wait()
 	st.neg.Wait()
 }
@@ -276,6 +346,12 @@ func (s *Shield) Close() error {
 	defer st.mu.Unlock()
 	st.ready.Store(false)
 	st.closed = true
+	st.batchMu.Lock()
+	if st.batchTimer != nil {
+		st.batchTimer.Stop()
+	}
+	st.batch, st.batchBytes = nil, 0
+	st.batchMu.Unlock()
 	if st.pos != nil {
 		st.pos.Close()
 		st.neg.Close()

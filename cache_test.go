@@ -678,3 +678,47 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 		t.Fatal("the refresh of the entry the store holds did not start")
 	}
 }
+
+// TestPutsReachRistrettoInBatches: a put is visible at once (the index)
+// and counted by Stats, but handed to ristretto with the batch it is in:
+// when batchMax puts are there, or later (batchDelay; wait flushes).
+func TestPutsReachRistrettoInBatches(t *testing.T) {
+	s := New(Options{Clock: newFakeClock()})
+	t.Cleanup(func() { _ = s.Close() })
+	st := s.cache()
+	now := s.opts.Clock.Now()
+	put := func(i int) *entry {
+		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		if !st.put(e, now) {
+			t.Fatalf("put %d refused", i)
+		}
+		return e
+	}
+	first := put(0)
+	if st.peek(first.key) != first {
+		t.Fatal("a put is not visible at once")
+	}
+	st.batchMu.Lock()
+	waiting, handed := len(st.batch), first.handed
+	st.batchMu.Unlock()
+	if waiting != 1 || handed {
+		t.Fatalf("after one put: %d in the batch, handed %v; want 1, false", waiting, handed)
+	}
+	for i := 1; i < batchMax; i++ {
+		put(i)
+	}
+	st.batchMu.Lock()
+	waiting, handed = len(st.batch), first.handed
+	st.batchMu.Unlock()
+	if waiting != 0 || !handed {
+		t.Fatalf("after %d puts: %d in the batch, handed %v; want the batch handed", batchMax, waiting, handed)
+	}
+	last := put(batchMax)
+	if n := s.Stats().CacheEntries; n != batchMax+1 {
+		t.Fatalf("Stats counts %d entries after %d puts", n, batchMax+1)
+	}
+	st.wait()
+	if got, ok := st.pos.Get(last.key); !ok || got != last {
+		t.Fatal("the last put is not in ristretto after wait")
+	}
+}

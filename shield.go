@@ -556,6 +556,9 @@ func (s *Shield) Stats() Stats {
 	if events := st.Flights + st.Refreshes; events > 0 {
 		st.OriginPerMissEvent = float64(st.OriginExecutions) / float64(events)
 	}
+	if s.store.ready.Load() {
+		s.store.flush() // what waits in the batch counts
+	}
 	st.CacheEntries = s.store.entries.Load()
 	st.CacheBytes = s.store.bytes.Load()
 	if ts := s.tier; ts != nil {
