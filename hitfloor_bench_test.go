@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/cputime"
 )
 
 // These benchmarks hold sqlflight against floors measured in the same run,
@@ -212,14 +214,14 @@ func BenchmarkFollower(b *testing.B) {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := cputime.Process()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				herd()
 			}
 			b.StopTimer()
-			cpu1, _ := processCPU()
+			cpu1, _ := cputime.Process()
 			runtime.ReadMemStats(&m1)
 			followers := float64(b.N * (callers - 1))
 			if cpuOK {

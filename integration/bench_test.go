@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/internal/cputime"
 )
 
 // Benchmarks print raw pgx and sqlflight side by side:
@@ -179,19 +180,19 @@ func missVsPassthrough(b *testing.B, ctx context.Context, db *sql.DB, sh *sqlfli
 	var n int
 	before := sh.Stats()
 	for b.Loop() {
-		c0, cpuOK := processCPU()
+		c0, cpuOK := cputime.Process()
 		t0 := time.Now()
 		for range chunk {
 			read(miss)
 		}
 		t1 := time.Now()
-		c1, _ := processCPU()
+		c1, _ := cputime.Process()
 		for range chunk {
 			read(off)
 		}
 		missT += t1.Sub(t0)
 		offT += time.Since(t1)
-		if c2, _ := processCPU(); cpuOK {
+		if c2, _ := cputime.Process(); cpuOK {
 			missCPU += c1 - c0
 			offCPU += c2 - c1
 		}
