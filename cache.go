@@ -90,6 +90,7 @@ type store struct {
 	batch      []*entry
 	batchBytes int64
 	batchTimer *time.Timer
+	batchDelay time.Duration // batchDelay; tests hold a batch longer
 
 	entries, bytes atomic.Int64 // what the stores hold: + on a Set they took, − on exit
 }
@@ -131,6 +132,7 @@ func (s *Shield) cache() *store {
 			return nil
 		}
 		st.pos, st.neg, st.index = pos, neg, newIndex()
+		st.batchDelay = batchDelay
 	}
 	st.ready.Store(true)
 	return st
@@ -254,9 +256,9 @@ func (st *store) put(e *entry, now time.Time) bool {
 		st.flushLocked()
 	case len(st.batch) == 1:
 		if st.batchTimer == nil {
-			st.batchTimer = time.AfterFunc(batchDelay, st.flush)
+			st.batchTimer = time.AfterFunc(st.batchDelay, st.flush)
 		} else {
-			st.batchTimer.Reset(batchDelay)
+			st.batchTimer.Reset(st.batchDelay)
 		}
 	}
 	return true

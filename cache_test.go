@@ -686,6 +686,7 @@ func TestPutsReachRistrettoInBatches(t *testing.T) {
 	s := New(Options{Clock: newFakeClock()})
 	t.Cleanup(func() { _ = s.Close() })
 	st := s.cache()
+	st.batchDelay = time.Hour // only a full batch, Stats or wait hand it over
 	now := s.opts.Clock.Now()
 	put := func(i int) *entry {
 		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
