@@ -203,7 +203,10 @@ func (s *Shield) answerFromShared(st *store, f *flight, rd *read, e *entry) {
 }
 
 // acquire tries to take rd's lease; it reports whether it did. rd.version
-// is the version the lease came with, 0 if the tier failed (the error).
+// is the version the lease came with; if the tier failed (the error), the
+// one an earlier attempt of the same read came with, or 0. (Any version
+// taken before the read's origin query runs may carry its result: an
+// older one can only be superseded.)
 func (s *Shield) acquire(ctx context.Context, rd *read, ttl time.Duration) (bool, error) {
 	ts := s.tier
 	var l Lease
@@ -212,7 +215,6 @@ func (s *Shield) acquire(ctx context.Context, rd *read, ttl time.Duration) (bool
 		l, err = ts.t.Acquire(ctx, ts.ns, rd.l2, ttl)
 		return err
 	}); err != nil {
-		rd.version = 0
 		return false, err
 	}
 	rd.version = l.Version
