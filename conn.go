@@ -47,6 +47,10 @@ type conn struct {
 	idleInPool  bool
 	waitingOnly bool
 	pooled      atomic.Bool
+	// parkLater: c went back to database/sql's pool while an origin query
+	// used its real connection; giveBack parks it (realpool.go) unless c
+	// came out of the pool again first.
+	parkLater bool
 	// touched: the caller's own work reached the real connection since c
 	// last came out of database/sql's pool. Its session may then hold what
 	// no classification sees (currval, pg_backend_pid): a sql.Conn user
@@ -244,9 +248,19 @@ func (c *conn) giveBack(broken bool) {
 	}
 	close(c.busy)
 	c.busy = nil
+	var park func()
+	if c.parkLater {
+		c.parkLater = false
+		if !c.closed {
+			park = c.parkLocked()
+		}
+	}
 	c.mu.Unlock()
 	if spare != nil {
 		c.sc.spare.put(spare, false, c.s)
+	}
+	if park != nil {
+		park()
 	}
 }
 

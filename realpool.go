@@ -289,6 +289,7 @@ func (c *conn) awake() {
 	if c.pooled.Load() {
 		c.mu.Lock()
 		c.idleInPool = false
+		c.parkLater = false
 		c.touched = false // a new checkout: nothing of the session is anyone's
 		c.mu.Unlock()
 		c.pooled.Store(false)
@@ -304,33 +305,47 @@ func (c *conn) statement() {
 
 // parked is called when database/sql puts c back in its pool (IsValid):
 // its clean real connection goes to the scope's idle ones under the cap
-// (only there does anyone wait for one), else stays lendable.
+// (only there does anyone wait for one), else stays lendable. If an origin
+// query still uses it, giveBack does that when the query is done (a real
+// connection left on a pooled virtual one would strand a caller waiting
+// under the cap).
 func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
 	}
 	c.s.flights.release(c)
 	c.pooled.Store(true)
-	if !c.swappable() {
-		return
-	}
 	c.mu.Lock()
-	rc := c.real
-	if rc == nil || c.busy != nil {
-		c.mu.Unlock()
-		return
+	park := c.parkLocked()
+	c.mu.Unlock()
+	if park != nil {
+		park()
 	}
-	if c.sc.spare.max > 0 {
+}
+
+// parkLocked parks c's real connection (see parked) and returns what is
+// left to do once c.mu, which is held, is released; nil if nothing.
+func (c *conn) parkLocked() func() {
+	if !c.swappable() {
+		return nil
+	}
+	rc := c.real
+	switch {
+	case rc == nil:
+		return nil
+	case c.busy != nil:
+		c.parkLater = true
+		return nil
+	case c.sc.spare.max > 0:
 		// Under the cap every idle real connection is the scope's, where
 		// whoever waits for one finds it.
 		c.real = nil
-		c.mu.Unlock()
-		c.sc.spare.put(rc, false, c.s)
-		return
+		return func() { c.sc.spare.put(rc, false, c.s) }
 	}
 	c.idleInPool = true
-	c.mu.Unlock()
-	if c.sc.lender.Load() != c {
-		c.sc.lender.Store(c) // not on every return: other cores read it
+	return func() {
+		if c.sc.lender.Load() != c {
+			c.sc.lender.Store(c) // not on every return: other cores read it
+		}
 	}
 }
