@@ -159,9 +159,9 @@ func setDefaultLogger(t *testing.T) *logBuffer {
 
 func readAll(t *testing.T, db interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string) {
+}, query string, args ...any) {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), query)
+	rows, err := db.QueryContext(context.Background(), query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

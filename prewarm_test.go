@@ -33,15 +33,7 @@ func queryAll(t *testing.T, db *sql.DB, q string, keys [][]any, times int) {
 	t.Helper()
 	for range times {
 		for _, args := range keys {
-			rows, err := db.QueryContext(context.Background(), q, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-			}
-			if err := rows.Close(); err != nil {
-				t.Fatal(err)
-			}
+			readAll(t, db, q, args...)
 		}
 	}
 }
@@ -222,14 +214,8 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	d := &fakeDriver{onQuery: func(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-		n := running.Add(1)
+		n := enterCounted(&running, &peak)
 		defer running.Add(-1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
-			}
-		}
 		if n == 3 {
 			once.Do(func() { close(release) }) // the cap is reached: let everything go
 		}

@@ -215,14 +215,8 @@ func TestMaxConnsCapsRealConnections(t *testing.T) {
 	g := newGate()
 	var running, most atomic.Int64
 	d := &fakeDriver{onExec: func(ctx context.Context, _ string, _ []driver.NamedValue) (driver.Result, error) {
-		n := running.Add(1)
+		enterCounted(&running, &most)
 		defer running.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
-			}
-		}
 		if err := g.wait(ctx); err != nil {
 			return nil, err
 		}
@@ -255,5 +249,17 @@ func TestMaxConnsCapsRealConnections(t *testing.T) {
 	}
 	if st := s.Stats(); st.RealConns > 2 {
 		t.Errorf("%d real connections open under MaxConns = 2", st.RealConns)
+	}
+}
+
+// enterCounted counts one more running call and raises peak to the number
+// running if it is the most yet; it returns that number.
+func enterCounted(running, peak *atomic.Int64) int64 {
+	n := running.Add(1)
+	for {
+		p := peak.Load()
+		if n <= p || peak.CompareAndSwap(p, n) {
+			return n
+		}
 	}
 }
