@@ -355,16 +355,18 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // A flight that ended lingers (see finish) while its herd drains: a
 // caller joins it as if it still ran while some caller of the flight (a
 // late one included) has not yet given its virtual connection back to
-// database/sql's pool nor run another statement on it. Under a capped pool
-// (SetMaxOpenConns) callers queue for a connection while the flight runs,
-// and database/sql hands each freed one to a queued caller while the
-// herd's others still hold theirs: without this, a herd would break into
-// one flight per batch of callers its connections let through. The linger
+// database/sql's pool nor run another statement on it, or when c is a
+// connection a caller of the flight gave back and database/sql handed it
+// to this caller from its queue (heir; queued.go): a caller that was
+// waiting for a connection while the herd still held them. Under a capped
+// pool (SetMaxOpenConns) callers queue for a connection while the flight
+// runs, and database/sql hands each freed one to a queued caller: without
+// this, a herd would break into one flight per batch of callers its
+// connections let through, and its tail — the last queued callers, whose
+// connections all came back before they ran — into one more. The linger
 // ends with the flight's own duration (at most maxLinger); once the herd
-// is over — every caller gave its connection back — a read runs a flight
-// of its own, however soon it comes. (Whether a caller queued for its
-// connection is not something a driver can see: database/sql hands out a
-// freed connection the same way to a queued caller and to a new one.)
+// is over — every caller gave its connection back, and nobody waited for
+// one — a read runs a flight of its own, however soon it comes.
 //
 // A flight that ended put its result into the store (st) before it left
 // the group: a caching reader that looked in the store before, and finds
@@ -372,6 +374,10 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // again, so that no caller falls in between and starts a flight of its own.
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, c *conn, seen *entry) (*flight, bool) {
 	fills := st != nil
+	heir := c.heir.Load()
+	if heir != nil {
+		c.heir.Store(nil)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	f := g.m[key]
@@ -382,7 +388,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.joined++
 			owe(c, f)
 			return f, false
-		case f.out > 0 && c.s.opts.Clock.Now().Before(f.linger):
+		case (f.out > 0 || heir == f) && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
 			owe(c, f)
 			return f, false
@@ -413,18 +419,20 @@ func owe(c *conn, f *flight) {
 	f.out++
 }
 
-// release stops counting c among the callers of the flight it owes: its
-// connection went back to database/sql's pool, or serves another
-// statement.
-func (g *flightGroup) release(c *conn) {
+// release stops counting c among the callers of the flight it owes, and
+// returns that flight (nil if none): c went back to database/sql's pool,
+// or serves another statement.
+func (g *flightGroup) release(c *conn) *flight {
 	if c.owes.Load() == nil {
-		return
+		return nil
 	}
 	g.mu.Lock()
-	if f := c.owes.Swap(nil); f != nil {
+	f := c.owes.Swap(nil)
+	if f != nil {
 		f.out--
 	}
 	g.mu.Unlock()
+	return f
 }
 
 // startRefresh starts a flight with no waiter for a background refresh of

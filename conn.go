@@ -60,6 +60,12 @@ type conn struct {
 	// back to database/sql's pool or runs another statement
 	// (flightGroup.joinOrLead).
 	owes atomic.Pointer[flight]
+	// gave is the flight c's last caller owed when c went back to the
+	// pool; heir the flight c's caller may still join as one of its herd,
+	// because database/sql handed c to it from its queue (queued.go) when
+	// a caller of that flight gave c back.
+	gave atomic.Pointer[flight]
+	heir atomic.Pointer[flight]
 
 	openRows atomic.Int32 // pass-through rows still reading from real
 	stmts    int          // prepared statements bound to real
@@ -373,6 +379,11 @@ func (c *conn) Ping(ctx context.Context) error {
 // forgets it: the next use opens another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	c.awake()
+	if c.gave.Load() != nil {
+		if f := c.gave.Swap(nil); f != nil && fromQueue() {
+			c.heir.Store(f)
+		}
+	}
 	c.mu.Lock()
 	rc, busy, lost := c.real, c.busy != nil, c.lost
 	c.mu.Unlock()

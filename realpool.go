@@ -313,7 +313,8 @@ func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
 	}
-	c.s.flights.release(c)
+	c.heir.Store(nil)
+	c.gave.Store(c.s.flights.release(c))
 	c.pooled.Store(true)
 	c.mu.Lock()
 	park := c.parkLocked()

@@ -94,6 +94,68 @@ func TestLingerNeverCrossesAWrite(t *testing.T) {
 	}
 }
 
+// TestQueuedCallerJoinsTheHerd: under a capped pool, a caller that waited
+// in database/sql's queue when a caller of an ended flight gave its
+// connection back joins the flight, though every other caller of the herd
+// has given its connection back by the time it reads; a caller that takes
+// a free connection then reads anew.
+func TestQueuedCallerJoinsTheHerd(t *testing.T) {
+	h := endedHerd(t)
+	db, d := h.db, h.d
+	db.SetMaxOpenConns(2)
+	const q = lingerQuery
+	ctx := context.Background()
+	got := make(chan *sql.Conn, 1)
+	go func() {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	waitFor(t, "a caller waiting for a connection", func() bool { return db.Stats().WaitCount == 1 })
+	if err := h.held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.a.Close(); err != nil { // handed to the waiting caller
+		t.Fatal(err)
+	}
+	queued := <-got
+	if queued == nil {
+		t.FailNow()
+	}
+	defer queued.Close()
+	if err := h.b.Close(); err != nil { // the last of the herd goes back
+		t.Fatal(err)
+	}
+	var v int64
+	if err := queued.QueryRowContext(ctx, q, 7).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != 1 || d.queries.Load() != 1 {
+		t.Fatalf("the queued caller got %d after %d origin queries, want the herd's result 1", v, d.queries.Load())
+	}
+	if err := queued.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g2 := newGate()
+	close(g2.ch)
+	d.onQuery = gatedCounter(g2, &d)
+	if got := readValue(t, db, q); got != 2 || d.queries.Load() != 2 { // on a free connection a caller of the herd gave back
+		t.Errorf("a caller after the herd: got %d after %d origin queries, want a new one", got, d.queries.Load())
+	}
+}
+
+// TestQueueCalibration: this database/sql hands a connection to a queued
+// caller on a branch of its own, which fromQueue recognizes (if not, a
+// capped pool would break a herd into several flights again).
+func TestQueueCalibration(t *testing.T) {
+	queueStack.once.Do(calibrateQueue)
+	if queueStack.pcs == nil {
+		t.Fatal("database/sql resets a queued caller's connection where it resets a free one: fromQueue cannot tell them apart")
+	}
+}
+
 const lingerQuery = "/* sqlflight: coalesce */ " + pointQuery
 
 // ended is a flight of two callers on sql.Conns a and b that has ended:

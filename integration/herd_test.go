@@ -482,10 +482,11 @@ func TestOversizeNotShared(t *testing.T) {
 
 // TestCappedPoolHerd: under SetMaxOpenConns(8), 8 of 200 callers hold
 // connections in the flight and 192 queue in database/sql's pool. Every
-// caller gets the herd's row; those that come in while the herd still
-// drains take the ended flight's result (how many depends on scheduling:
-// each batch that finds the herd over runs a flight of its own, so at most
-// one execution per batch of 8); once the herd is over, a read queries.
+// caller gets the herd's row; those that waited in the queue take the
+// ended flight's result as database/sql hands them the herd's connections
+// (one execution; the ended flight stays joinable only as long as it ran,
+// so a machine that drains the queue slower than that runs a flight per
+// batch of 8 at most); once the herd is over, a read queries.
 func TestCappedPoolHerd(t *testing.T) {
 	dsn := postgresDSN(t)
 	admin := openRaw(t, dsn)

@@ -1,0 +1,144 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Whether database/sql handed a connection to a caller that waited in its
+// queue.
+//
+// database/sql gives a connection going back to its pool (putConn) to a
+// caller waiting for one, if any, before anything else can take it; the
+// waiter then resets the session (ResetSession) on the branch of
+// (*DB).conn that received it from the queue. A caller that takes a free
+// connection resets it on another branch. Nothing else tells the two apart,
+// so the first reset that needs to know calibrates: a private pool of one
+// connection is made to hand one to a waiting caller and one to a new
+// caller, and the call stacks above ResetSession are compared. If they do
+// not differ in (*DB).conn — another database/sql than the one this was
+// written against — fromQueue answers false: a caller is then never taken
+// for a queued one (see flightGroup.joinOrLead).
+
+// queueStack is the stack above ResetSession on the queue's branch, down to
+// the first frame where it differs from the free connection's; nil when
+// the calibration failed.
+var queueStack struct {
+	once sync.Once
+	pcs  []uintptr
+}
+
+// resetCallers fills pcs with the stack of the ResetSession that called
+// it, from database/sql's first frame; both calibration and conn call it
+// directly from their ResetSession, so that the frames line up.
+//
+//go:noinline
+func resetCallers(pcs []uintptr) int {
+	return runtime.Callers(3, pcs) // runtime.Callers, resetCallers, ResetSession
+}
+
+// fromQueue reports whether the ResetSession that called it runs for a
+// caller database/sql handed the connection to from its queue.
+//
+//go:noinline
+func fromQueue() bool {
+	queueStack.once.Do(calibrateQueue)
+	want := queueStack.pcs
+	if want == nil {
+		return false
+	}
+	var pcs [8]uintptr
+	n := runtime.Callers(3, pcs[:]) // runtime.Callers, fromQueue, ResetSession
+	return n >= len(want) && slices.Equal(pcs[:len(want)], want)
+}
+
+func calibrateQueue() {
+	var p probeConnector
+	p.stacks = make(chan []uintptr, 2)
+	db := sql.OpenDB(&p)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	first, err := db.Conn(ctx)
+	if err != nil {
+		return
+	}
+	got := make(chan *sql.Conn, 1)
+	go func() {
+		c, err := db.Conn(ctx) // waits in the queue
+		if err != nil {
+			c = nil
+		}
+		got <- c
+	}()
+	for db.Stats().WaitCount == 0 {
+		if ctx.Err() != nil {
+			first.Close()
+			<-got
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	first.Close() // handed to the waiter: ResetSession on the queue's branch
+	second := <-got
+	if second == nil {
+		return
+	}
+	queued := <-p.stacks
+	second.Close()
+	third, err := db.Conn(ctx) // the free connection: the other branch
+	if err != nil {
+		return
+	}
+	third.Close()
+	free := <-p.stacks
+	queueStack.pcs = queueDifference(queued, free)
+}
+
+// queueDifference returns queued up to its first frame that differs from
+// free, if that frame is in (*DB).conn; else nil.
+func queueDifference(queued, free []uintptr) []uintptr {
+	for i := range min(len(queued), len(free)) {
+		if queued[i] == free[i] {
+			continue
+		}
+		fn := runtime.FuncForPC(queued[i] - 1)
+		if fn == nil || !strings.HasSuffix(fn.Name(), "database/sql.(*DB).conn") {
+			return nil
+		}
+		return slices.Clone(queued[:i+1])
+	}
+	return nil
+}
+
+// probeConnector makes the calibration's connections, which only record
+// the stack of each ResetSession.
+type probeConnector struct {
+	stacks chan []uintptr
+}
+
+func (p *probeConnector) Connect(context.Context) (driver.Conn, error) { return probeConn{p}, nil }
+func (p *probeConnector) Driver() driver.Driver                        { return nil }
+
+type probeConn struct{ p *probeConnector }
+
+func (probeConn) Prepare(string) (driver.Stmt, error) { return nil, driver.ErrSkip }
+func (probeConn) Close() error                        { return nil }
+func (probeConn) Begin() (driver.Tx, error)           { return nil, driver.ErrSkip }
+
+func (c probeConn) ResetSession(context.Context) error {
+	var pcs [8]uintptr
+	n := resetCallers(pcs[:])
+	select {
+	case c.p.stacks <- slices.Clone(pcs[:n]):
+	default:
+	}
+	return nil
+}
