@@ -53,9 +53,10 @@ func fromQueue() bool {
 	if want == nil {
 		return false
 	}
-	var pcs [8]uintptr
-	n := runtime.Callers(3, pcs[:]) // runtime.Callers, fromQueue, ResetSession
-	return n >= len(want) && slices.Equal(pcs[:len(want)], want)
+	var buf [4]uintptr
+	pcs := buf[:min(len(want), len(buf))]
+	n := runtime.Callers(3, pcs) // runtime.Callers, fromQueue, ResetSession
+	return n == len(want) && slices.Equal(pcs, want)
 }
 
 func calibrateQueue() {
@@ -112,6 +113,9 @@ func queueDifference(queued, free []uintptr) []uintptr {
 		fn := runtime.FuncForPC(queued[i] - 1)
 		if fn == nil || !strings.HasSuffix(fn.Name(), "database/sql.(*DB).conn") {
 			return nil
+		}
+		if i >= 4 {
+			return nil // deeper than fromQueue looks
 		}
 		return slices.Clone(queued[:i+1])
 	}
