@@ -49,7 +49,13 @@ type flight struct {
 	joined  int
 	out     int
 	linger  time.Time // joinable until then, once finished
+	// id names a flight that may linger to the connections of its callers
+	// (conn.gave); 0 for one that fills the cache.
+	id uint64
 }
+
+// lingerIDs numbers the flights that may linger (flight.id).
+var lingerIDs atomic.Uint64
 
 type flightGroup struct {
 	mu   sync.Mutex
@@ -375,9 +381,6 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, c *conn, seen *entry) (*flight, bool) {
 	fills := st != nil
 	heir := c.heir.Load()
-	if heir != nil {
-		c.heir.Store(nil)
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	f := g.m[key]
@@ -388,7 +391,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 			f.joined++
 			owe(c, f)
 			return f, false
-		case (f.out > 0 || heir == f) && c.s.opts.Clock.Now().Before(f.linger):
+		case (f.out > 0 || heir != 0 && heir == f.id) && c.s.opts.Clock.Now().Before(f.linger):
 			g.late.Add(1)
 			owe(c, f)
 			return f, false
@@ -402,6 +405,9 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 	// A flight older than a write to its tables stays out of the map (its
 	// own waiters still get its result); a new one replaces it.
 	f = &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
+	if !fills {
+		f.id = lingerIDs.Add(1)
+	}
 	g.m[key] = f
 	owe(c, f)
 	return f, true

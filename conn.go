@@ -60,12 +60,12 @@ type conn struct {
 	// back to database/sql's pool or runs another statement
 	// (flightGroup.joinOrLead).
 	owes atomic.Pointer[flight]
-	// gave is the flight c's last caller owed when c went back to the
-	// pool; heir the flight c's caller may still join as one of its herd,
-	// because database/sql handed c to it from its queue (queued.go) when
-	// a caller of that flight gave c back.
-	gave atomic.Pointer[flight]
-	heir atomic.Pointer[flight]
+	// gave names (flight.id) the flight c's last caller owed when c went
+	// back to the pool. handed names it too if database/sql then handed c
+	// to a caller waiting in its queue (queued.go); heir, for that
+	// caller's first statement, is the flight it may still join as one of
+	// the herd (flightGroup.joinOrLead). Zero: none.
+	gave, handed, heir atomic.Uint64
 
 	openRows atomic.Int32 // pass-through rows still reading from real
 	stmts    int          // prepared statements bound to real
@@ -379,9 +379,9 @@ func (c *conn) Ping(ctx context.Context) error {
 // forgets it: the next use opens another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	c.awake()
-	if c.gave.Load() != nil {
-		if f := c.gave.Swap(nil); f != nil && fromQueue() {
-			c.heir.Store(f)
+	if c.gave.Load() != 0 {
+		if id := c.gave.Swap(0); id != 0 && fromQueue() {
+			c.handed.Store(id)
 		}
 	}
 	c.mu.Lock()

@@ -301,6 +301,9 @@ func (c *conn) awake() {
 func (c *conn) statement() {
 	c.awake()
 	c.s.flights.release(c)
+	if c.handed.Load() != 0 || c.heir.Load() != 0 {
+		c.heir.Store(c.handed.Swap(0)) // the first statement since it was handed over
+	}
 }
 
 // parked is called when database/sql puts c back in its pool (IsValid):
@@ -313,8 +316,14 @@ func (c *conn) parked() {
 	if c.pooled.Load() {
 		return
 	}
-	c.heir.Store(nil)
-	c.gave.Store(c.s.flights.release(c))
+	var gave uint64
+	if f := c.s.flights.release(c); f != nil {
+		gave = f.id
+	}
+	if gave != 0 || c.gave.Load() != 0 || c.handed.Load() != 0 {
+		c.gave.Store(gave)
+		c.handed.Store(0)
+	}
 	c.pooled.Store(true)
 	c.mu.Lock()
 	park := c.parkLocked()

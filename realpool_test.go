@@ -100,20 +100,50 @@ func TestLingerNeverCrossesAWrite(t *testing.T) {
 // has given its connection back by the time it reads; a caller that takes
 // a free connection then reads anew.
 func TestQueuedCallerJoinsTheHerd(t *testing.T) {
-	h := endedHerd(t)
+	h, queued := queuedBehindHerd(t)
 	db, d := h.db, h.d
-	db.SetMaxOpenConns(2)
-	const q = lingerQuery
-	ctx := context.Background()
+	if got := connValue(t, queued); got != 1 || d.queries.Load() != 1 {
+		t.Fatalf("the queued caller got %d after %d origin queries, want the herd's result 1", got, d.queries.Load())
+	}
+	if err := queued.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.onQuery = gatedCounter(openGate(), &d)
+	if got := readValue(t, db, lingerQuery); got != 2 || d.queries.Load() != 2 { // on a free connection a caller of the herd gave back
+		t.Errorf("a caller after the herd: got %d after %d origin queries, want a new one", got, d.queries.Load())
+	}
+}
+
+// TestQueuedCallerJoinsWithItsFirstStatement: what a queued caller reads
+// after its first statement on the connection it was handed is read anew.
+func TestQueuedCallerJoinsWithItsFirstStatement(t *testing.T) {
+	h, queued := queuedBehindHerd(t)
+	d := h.d
+	d.onQuery = gatedCounter(openGate(), &d)
+	if _, err := queued.ExecContext(context.Background(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := connValue(t, queued); got == 1 || d.queries.Load() != 2 {
+		t.Errorf("the queued caller's second statement got %d after %d origin queries, want a new one", got, d.queries.Load())
+	}
+}
+
+// queuedBehindHerd caps endedHerd's pool at its two connections, queues a
+// caller for a third (a sql.Conn, returned) and lets the herd give its
+// connections back: the first goes to the queued caller.
+func queuedBehindHerd(t *testing.T) (ended, *sql.Conn) {
+	t.Helper()
+	h := endedHerd(t)
+	h.db.SetMaxOpenConns(2)
 	got := make(chan *sql.Conn, 1)
 	go func() {
-		c, err := db.Conn(ctx)
+		c, err := h.db.Conn(context.Background())
 		if err != nil {
 			t.Error(err)
 		}
 		got <- c
 	}()
-	waitFor(t, "a caller waiting for a connection", func() bool { return db.Stats().WaitCount == 1 })
+	waitFor(t, "a caller waiting for a connection", func() bool { return h.db.Stats().WaitCount == 1 })
 	if err := h.held.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,26 +154,27 @@ func TestQueuedCallerJoinsTheHerd(t *testing.T) {
 	if queued == nil {
 		t.FailNow()
 	}
-	defer queued.Close()
+	t.Cleanup(func() { _ = queued.Close() })
 	if err := h.b.Close(); err != nil { // the last of the herd goes back
 		t.Fatal(err)
 	}
+	return h, queued
+}
+
+// connValue reads lingerQuery (id 7) on c.
+func connValue(t *testing.T, c *sql.Conn) int64 {
+	t.Helper()
 	var v int64
-	if err := queued.QueryRowContext(ctx, q, 7).Scan(&v); err != nil {
+	if err := c.QueryRowContext(context.Background(), lingerQuery, 7).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	if v != 1 || d.queries.Load() != 1 {
-		t.Fatalf("the queued caller got %d after %d origin queries, want the herd's result 1", v, d.queries.Load())
-	}
-	if err := queued.Close(); err != nil {
-		t.Fatal(err)
-	}
-	g2 := newGate()
-	close(g2.ch)
-	d.onQuery = gatedCounter(g2, &d)
-	if got := readValue(t, db, q); got != 2 || d.queries.Load() != 2 { // on a free connection a caller of the herd gave back
-		t.Errorf("a caller after the herd: got %d after %d origin queries, want a new one", got, d.queries.Load())
-	}
+	return v
+}
+
+func openGate() *gate {
+	g := newGate()
+	close(g.ch)
+	return g
 }
 
 // TestQueueCalibration: this database/sql hands a connection to a queued
