@@ -511,7 +511,7 @@ func spread(d time.Duration, j, u float64) time.Duration {
 // herd counts them). Nor does it come in the first half of the fresh
 // window.
 func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
-	if beta <= 0 || delta <= 0 || now.Before(filled.Add(soft.Sub(filled)/2)) {
+	if !inEarlyWindow(now, filled, soft, delta, beta) {
 		return false
 	}
 	if u <= 0 {
@@ -520,6 +520,14 @@ func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u floa
 	lead := float64(delta) * beta
 	gap := min(-lead*math.Log(u), lead)
 	return !now.Add(time.Duration(gap)).Before(soft)
+}
+
+// inEarlyWindow reports whether earlyRefresh may say yes at now, whatever
+// it draws: in the second half of the fresh window, within the capped lead
+// of soft. A hit far from soft draws nothing.
+func inEarlyWindow(now, filled, soft time.Time, delta time.Duration, beta float64) bool {
+	return beta > 0 && delta > 0 && !now.Before(filled.Add(soft.Sub(filled)/2)) &&
+		!now.Add(time.Duration(float64(delta)*beta)).Before(soft)
 }
 
 // backoff returns the full-jitter delay before retry number n (1-based) of

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -247,6 +248,30 @@ func TestEarlyRefreshProbability(t *testing.T) {
 		}
 		if !earlyRefresh(soft.Add(-lead+time.Microsecond), filled, soft, delta, beta, 1e-9) {
 			t.Errorf("beta %v: no refresh within delta·beta of the soft deadline for a low draw", beta)
+		}
+	}
+	// A hit outside the window draws nothing: no draw would refresh there
+	// (held against the formula written out).
+	formula := func(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
+		if beta <= 0 || delta <= 0 || now.Before(filled.Add(soft.Sub(filled)/2)) {
+			return false
+		}
+		lead := float64(delta) * beta
+		gap := min(-lead*math.Log(max(u, math.SmallestNonzeroFloat64)), lead)
+		return !now.Add(time.Duration(gap)).Before(soft)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		fill := soft.Add(-1 - time.Duration(r.Int64N(int64(10*time.Second))))
+		at := soft.Add(time.Duration(r.Int64N(int64(4*time.Second))) - 3*time.Second)
+		d := time.Duration(r.Int64N(int64(2 * time.Second)))
+		b := r.Float64() * 3
+		for _, u := range []float64{0, math.SmallestNonzeroFloat64, 1e-300, r.Float64(), 1} {
+			want := formula(at, fill, soft, d, b, u)
+			if earlyRefresh(at, fill, soft, d, b, u) != want || want && !inEarlyWindow(at, fill, soft, d, b) {
+				t.Fatalf("at soft%+v, filled soft%+v, delta %v, beta %v, u %v: the formula says %v, the window %v",
+					at.Sub(soft), fill.Sub(soft), d, b, u, want, inEarlyWindow(at, fill, soft, d, b))
+			}
 		}
 	}
 }

@@ -224,7 +224,8 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 				rd.named.freshHits.Add(1)
 			}
 		}
-		if !rd.bound && earlyRefresh(now, e.filled, d.soft, e.delta, rd.plan.beta(), rand.Float64()) {
+		if beta := rd.plan.beta(); !rd.bound && inEarlyWindow(now, e.filled, d.soft, e.delta, beta) &&
+			earlyRefresh(now, e.filled, d.soft, e.delta, beta, rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil

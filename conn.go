@@ -420,24 +420,42 @@ func (c *conn) swappable() bool {
 // ResetSession the session cannot matter to anyone, and a clean real
 // connection is lendable (realpool.go).
 func (c *conn) IsValid() bool {
+	back := c.goesBack()
 	c.mu.Lock()
 	rc, busy, lost := c.real, c.busy != nil, c.lost
-	c.mu.Unlock()
 	if lost {
+		c.mu.Unlock()
 		return false
 	}
-	if rc != nil && !busy {
-		if v, ok := rc.(driver.Validator); ok && !v.IsValid() {
-			if !c.swappable() {
-				return false
-			}
-			c.mu.Lock()
-			c.real = nil
-			c.mu.Unlock()
-			_ = c.closeReal(rc)
+	if rc == nil || busy { // nothing of the parent's to ask
+		var park func()
+		if back {
+			park = c.parkLocked()
+		}
+		c.mu.Unlock()
+		if park != nil {
+			park()
+		}
+		return true
+	}
+	c.mu.Unlock()
+	if v, ok := rc.(driver.Validator); ok && !v.IsValid() {
+		if !c.swappable() {
+			return false
+		}
+		c.mu.Lock()
+		c.real = nil
+		c.mu.Unlock()
+		_ = c.closeReal(rc)
+	}
+	if back {
+		c.mu.Lock()
+		park := c.parkLocked()
+		c.mu.Unlock()
+		if park != nil {
+			park()
 		}
 	}
-	c.parked()
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"regexp"
 	"strconv"
 	"strings"
@@ -343,6 +344,18 @@ type annotationMemo struct {
 type annotationResult struct {
 	a   annotation
 	err error
+}
+
+// parsedAnnotation is parseAnnotationCached for a scanned statement,
+// kept on its (memoized) scan result.
+func parsedAnnotation(r *sqlscan.Result) *annotationResult {
+	if v, ok := r.Parsed.Load().(*annotationResult); ok {
+		return v
+	}
+	a, err := parseAnnotationCached(r.Annotation)
+	v := &annotationResult{a, err}
+	r.Parsed.Store(v)
+	return v
 }
 
 func parseAnnotationCached(text string) (annotation, error) {

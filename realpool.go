@@ -306,15 +306,12 @@ func (c *conn) statement() {
 	}
 }
 
-// parked is called when database/sql puts c back in its pool (IsValid):
-// its clean real connection goes to the scope's idle ones under the cap
-// (only there does anyone wait for one), else stays lendable. If an origin
-// query still uses it, giveBack does that when the query is done (a real
-// connection left on a pooled virtual one would strand a caller waiting
-// under the cap).
-func (c *conn) parked() {
+// goesBack is called when database/sql puts c back in its pool (IsValid):
+// its caller's part in a flight is over. It reports whether c was not in
+// the pool already; IsValid then parks it (parkLocked).
+func (c *conn) goesBack() bool {
 	if c.pooled.Load() {
-		return
+		return false
 	}
 	var gave uint64
 	if f := c.s.flights.release(c); f != nil {
@@ -325,16 +322,16 @@ func (c *conn) parked() {
 		c.handed.Store(0)
 	}
 	c.pooled.Store(true)
-	c.mu.Lock()
-	park := c.parkLocked()
-	c.mu.Unlock()
-	if park != nil {
-		park()
-	}
+	return true
 }
 
-// parkLocked parks c's real connection (see parked) and returns what is
-// left to do once c.mu, which is held, is released; nil if nothing.
+// parkLocked parks c's real connection, c having gone back to
+// database/sql's pool: a clean one goes to the scope's idle ones under the
+// cap (only there does anyone wait for one), else stays lendable. If an
+// origin query still uses it, giveBack does that when the query is done (a
+// real connection left on a pooled virtual one would strand a caller
+// waiting under the cap). It returns what is left to do once c.mu, which is
+// held, is released; nil if nothing.
 func (c *conn) parkLocked() func() {
 	if !c.swappable() {
 		return nil

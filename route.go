@@ -112,7 +112,8 @@ func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask
 	f := &fate{r: r}
 	annotated := false
 	if r.HasAnnotation {
-		a, err := parseAnnotationCached(r.Annotation)
+		p := parsedAnnotation(r)
+		a, err := p.a, p.err
 		annotated = err == nil
 		if annotated {
 			f.a = a
@@ -263,10 +264,11 @@ func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
 	if !r.HasAnnotation {
 		return annotation{}, false, nil
 	}
-	a, err := parseAnnotationCached(r.Annotation)
-	if err == nil {
-		return a, true, nil
+	p := parsedAnnotation(r)
+	if p.err == nil {
+		return p.a, true, nil
 	}
+	err := p.err
 	s.stats.badAnnotations.Add(1)
 	if s.opts.Strict {
 		return annotation{}, false, err

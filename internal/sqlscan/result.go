@@ -240,4 +240,7 @@ type Result struct {
 	// about the text (the driver keeps its statistics handle there, so that a memoized text
 	// finds it without a map lookup). The scanner never reads it; store one type only.
 	Note atomic.Value
+	// Parsed is the caller's other slot: what it made of Annotation (the driver keeps its
+	// parsed annotation there). The scanner never reads it; store one type only.
+	Parsed atomic.Value
 }
