@@ -79,13 +79,17 @@ func calibrateQueue() {
 		}
 		got <- c
 	}()
-	for db.Stats().WaitCount == 0 {
+	for i := 0; db.Stats().WaitCount == 0; i++ {
 		if ctx.Err() != nil {
 			first.Close()
 			<-got
 			return
 		}
-		time.Sleep(50 * time.Microsecond)
+		if i < 1000 {
+			runtime.Gosched() // the waiter needs a moment, not a timer's
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 	first.Close() // handed to the waiter: ResetSession on the queue's branch
 	second := <-got
