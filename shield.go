@@ -403,9 +403,11 @@ type Stats struct {
 	Flights   uint64 // shared flights started (leaders)
 	Followers uint64 // callers that joined a running flight instead of querying
 	// LateFollowers counts followers (among Followers) that took the result
-	// of a flight that had just ended, while every virtual connection of
-	// the scope was busy: callers queued for a connection of a capped
-	// database/sql pool (see the README's "Capped pools").
+	// of a flight that had just ended while its herd still drained: some
+	// caller of the flight had not given its connection back yet, or the
+	// follower had waited in a capped database/sql pool's queue for a
+	// connection a caller of the flight gave back (see the README's "Capped
+	// pools").
 	LateFollowers    uint64
 	OriginExecutions uint64 // shared-flight queries that reached the database
 	OriginErrors     uint64 // shared-flight queries that failed
