@@ -177,6 +177,46 @@ func openGate() *gate {
 	return g
 }
 
+// TestCappedHerdRunsOneFlight: 64 callers of one key on a pool capped at
+// 4 connections: 4 wait in the flight, 60 in database/sql's queue. However
+// the herd's connections come back, every queued caller takes the flight's
+// result: one origin query (the flight lasts a second on the Shield's
+// clock, which then stands still: its linger never ends here).
+func TestCappedHerdRunsOneFlight(t *testing.T) {
+	g := newGate()
+	d := &fakeDriver{}
+	d.onQuery = gatedCounter(g, &d)
+	db, s := openPooled(t, d, Options{Clock: newFakeClock()})
+	const conns, callers = 4, 64
+	db.SetMaxOpenConns(conns)
+	got := make(chan int64, callers)
+	for range callers {
+		go func() {
+			var v int64
+			if err := db.QueryRow(lingerQuery, 7).Scan(&v); err != nil {
+				t.Error(err)
+			}
+			got <- v
+		}()
+	}
+	waitFor(t, "4 callers in the flight and 60 queued", func() bool {
+		return s.Stats().Waiting == conns && db.Stats().WaitCount == callers-conns
+	})
+	s.opts.Clock.(*fakeClock).Add(time.Second)
+	close(g.ch)
+	for range callers {
+		if v := <-got; v != 1 {
+			t.Fatalf("a caller read %d, want the flight's result 1", v)
+		}
+	}
+	if n := d.queries.Load(); n != 1 {
+		t.Errorf("%d origin queries for %d callers on %d connections, want 1", n, callers, conns)
+	}
+	if st := s.Stats(); st.LateFollowers != callers-conns {
+		t.Errorf("late followers %d, want %d", st.LateFollowers, callers-conns)
+	}
+}
+
 // TestQueueCalibration: this database/sql hands a connection to a queued
 // caller on a branch of its own, which fromQueue recognizes (if not, a
 // capped pool would break a herd into several flights again).
