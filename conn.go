@@ -274,6 +274,7 @@ func (c *conn) giveBack(broken bool) {
 // still using it.
 func (c *conn) Close() error {
 	c.awake()
+	c.s.flights.release(c) // database/sql asks no IsValid of a connection that broke
 	c.mu.Lock()
 	last := !c.closed && c.sc.live.Add(-1) == 0
 	c.closed = true
@@ -325,7 +326,7 @@ func (c *conn) Begin() (driver.Tx, error) {
 // statement on this connection goes straight to the database; its writes
 // bump table epochs when it commits.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	c.awake()
+	c.statement()
 	probe, err := c.admit(false)
 	if err != nil {
 		return nil, err
@@ -363,7 +364,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) Ping(ctx context.Context) error {
-	c.awake()
+	c.statement()
 	rc, err := c.use(ctx)
 	if err != nil {
 		return err

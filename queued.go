@@ -35,8 +35,10 @@ var queueStack struct {
 }
 
 // resetCallers fills pcs with the stack of the ResetSession that called
-// it, from database/sql's first frame; both calibration and conn call it
-// directly from their ResetSession, so that the frames line up.
+// it, from database/sql's first frame: calibration's ResetSession calls it
+// as conn's calls fromQueue, directly, so that the frames line up. (A
+// wrapper above sqlflight that forwards ResetSession adds a frame: its
+// callers are then never taken for queued ones.)
 //
 //go:noinline
 func resetCallers(pcs []uintptr) int {
@@ -65,7 +67,7 @@ func calibrateQueue() {
 	db := sql.OpenDB(&p)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	first, err := db.Conn(ctx)
 	if err != nil {

@@ -296,8 +296,10 @@ func (c *conn) awake() {
 	}
 }
 
-// statement is called as c starts a statement: its last caller's part in
-// a flight is over (flightGroup.joinOrLead).
+// statement is called as c starts a statement (a query, an exec, a
+// transaction, a ping): its last caller's part in a flight is over
+// (flightGroup.joinOrLead), and a flight its caller may join as one of the
+// herd is for this statement only (handed, heir).
 func (c *conn) statement() {
 	c.awake()
 	c.s.flights.release(c)

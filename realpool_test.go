@@ -115,16 +115,37 @@ func TestQueuedCallerJoinsTheHerd(t *testing.T) {
 }
 
 // TestQueuedCallerJoinsWithItsFirstStatement: what a queued caller reads
-// after its first statement on the connection it was handed is read anew.
+// after its first statement on the connection it was handed — an exec, a
+// transaction — is read anew.
 func TestQueuedCallerJoinsWithItsFirstStatement(t *testing.T) {
-	h, queued := queuedBehindHerd(t)
-	d := h.d
-	d.onQuery = gatedCounter(openGate(), &d)
-	if _, err := queued.ExecContext(context.Background(), "SELECT 1"); err != nil {
-		t.Fatal(err)
-	}
-	if got := connValue(t, queued); got == 1 || d.queries.Load() != 2 {
-		t.Errorf("the queued caller's second statement got %d after %d origin queries, want a new one", got, d.queries.Load())
+	ctx := context.Background()
+	for _, first := range []struct {
+		name string
+		run  func(c *sql.Conn) error
+	}{
+		{"exec", func(c *sql.Conn) error {
+			_, err := c.ExecContext(ctx, "SELECT 1")
+			return err
+		}},
+		{"transaction", func(c *sql.Conn) error {
+			tx, err := c.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			return tx.Commit()
+		}},
+	} {
+		t.Run(first.name, func(t *testing.T) {
+			h, queued := queuedBehindHerd(t)
+			d := h.d
+			d.onQuery = gatedCounter(openGate(), &d)
+			if err := first.run(queued); err != nil {
+				t.Fatal(err)
+			}
+			if got := connValue(t, queued); got == 1 || d.queries.Load() != 2 {
+				t.Errorf("the queued caller's second statement got %d after %d origin queries, want a new one", got, d.queries.Load())
+			}
+		})
 	}
 }
 
@@ -180,8 +201,11 @@ func openGate() *gate {
 // TestCappedHerdRunsOneFlight: 64 callers of one key on a pool capped at
 // 4 connections: 4 wait in the flight, 60 in database/sql's queue. However
 // the herd's connections come back, every queued caller takes the flight's
-// result: one origin query (the flight lasts a second on the Shield's
-// clock, which then stands still: its linger never ends here).
+// result: one origin query. (The flight lasts a second on the Shield's
+// clock, which then stands still; the group lets go of the ended flight a
+// second later in wall time, long after this test. Without queued callers
+// joining, the herd's tail leads a second flight in some runs, not all: the
+// tests of queuedBehindHerd pin that down.)
 func TestCappedHerdRunsOneFlight(t *testing.T) {
 	g := newGate()
 	d := &fakeDriver{}
@@ -204,10 +228,14 @@ func TestCappedHerdRunsOneFlight(t *testing.T) {
 	})
 	s.opts.Clock.(*fakeClock).Add(time.Second)
 	close(g.ch)
+	wrong := 0
 	for range callers {
 		if v := <-got; v != 1 {
-			t.Fatalf("a caller read %d, want the flight's result 1", v)
+			wrong++
 		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d callers read another result than the flight's", wrong, callers)
 	}
 	if n := d.queries.Load(); n != 1 {
 		t.Errorf("%d origin queries for %d callers on %d connections, want 1", n, callers, conns)

@@ -156,6 +156,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 
 // ExecContext runs the statement and records its effects like Conn.ExecContext.
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.c.statement()
 	s.c.s.stats.queries.Add(1)
 	s.c.s.stats.bypass(bypassExec)
 	call := s.c.s.execBegins(s.scan, s.query)

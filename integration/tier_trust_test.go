@@ -73,8 +73,12 @@ func newTrustFleet(t *testing.T) *trustFleet {
 func (f *trustFleet) node(t *testing.T, noL1 bool, o sqlflight.Options) trustNode {
 	t.Helper()
 	o.KeyPrefix = f.prefix
-	o.RedisTimeout = time.Second
-	o.LeaseTTL = 2 * time.Second
+	if o.RedisTimeout == 0 {
+		o.RedisTimeout = time.Second
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 2 * time.Second
+	}
 	if o.SharedSecret == "" {
 		o.SharedSecret = fleetSecret
 	}
@@ -533,7 +537,11 @@ func TestTierLongInvalidationReachesTheFleet(t *testing.T) {
 // a few copies of it are allocated to receive it.)
 func TestTierDecodeBombsCostLittle(t *testing.T) {
 	f := newTrustFleet(t)
-	a, b := f.node(t, false, sqlflight.Options{}), f.node(t, true, sqlflight.Options{MaxResultBytes: 1 << 20})
+	// B has time to fetch a 30 MB value (a leader's look in the tier may
+	// take half the lease's TTL; under -race a second was not always
+	// enough): the bomb is to be refused by its decoding, not by a timeout.
+	a := f.node(t, false, sqlflight.Options{})
+	b := f.node(t, true, sqlflight.Options{MaxResultBytes: 1 << 20, RedisTimeout: 20 * time.Second, LeaseTTL: 40 * time.Second})
 	ctx := testContext(t, time.Minute)
 	k1 := f.fill(t, a, 1)
 	genuine, err := f.attacker.HGet(ctx, k1, "d").Bytes()
