@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
 // Policy says how one statement is shared. Its zero value coalesces
