@@ -149,6 +149,20 @@ func TestQueuedCallerJoinsWithItsFirstStatement(t *testing.T) {
 	}
 }
 
+// TestQueuedCallerNeverCrossesAWrite: after a write through the Shield to
+// the tables the herd read, a queued caller reads anew.
+func TestQueuedCallerNeverCrossesAWrite(t *testing.T) {
+	h, queued := queuedBehindHerd(t)
+	d := h.d
+	d.onQuery = gatedCounter(openGate(), &d)
+	if _, err := h.db.Exec("UPDATE items SET n = 2 WHERE id = 7"); err != nil {
+		t.Fatal(err)
+	}
+	if got := connValue(t, queued); got == 1 || d.queries.Load() != 2 {
+		t.Errorf("the queued caller got %d after %d origin queries after a write, want a new one", got, d.queries.Load())
+	}
+}
+
 // queuedBehindHerd caps endedHerd's pool at its two connections, queues a
 // caller for a third (a sql.Conn, returned) and lets the herd give its
 // connections back: the first goes to the queued caller.
