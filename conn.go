@@ -428,34 +428,26 @@ func (c *conn) IsValid() bool {
 		c.mu.Unlock()
 		return false
 	}
-	if rc == nil || busy { // nothing of the parent's to ask
-		var park func()
-		if back {
-			park = c.parkLocked()
-		}
+	if rc != nil && !busy { // the parent's to ask, outside the lock
 		c.mu.Unlock()
-		if park != nil {
-			park()
+		if v, ok := rc.(driver.Validator); ok && !v.IsValid() {
+			if !c.swappable() {
+				return false
+			}
+			c.mu.Lock()
+			c.real = nil
+			c.mu.Unlock()
+			_ = c.closeReal(rc)
 		}
-		return true
+		c.mu.Lock()
+	}
+	var park func()
+	if back {
+		park = c.parkLocked()
 	}
 	c.mu.Unlock()
-	if v, ok := rc.(driver.Validator); ok && !v.IsValid() {
-		if !c.swappable() {
-			return false
-		}
-		c.mu.Lock()
-		c.real = nil
-		c.mu.Unlock()
-		_ = c.closeReal(rc)
-	}
-	if back {
-		c.mu.Lock()
-		park := c.parkLocked()
-		c.mu.Unlock()
-		if park != nil {
-			park()
-		}
+	if park != nil {
+		park()
 	}
 	return true
 }
