@@ -305,7 +305,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			// its flight anyway: with pgx (which never calls
 			// runtime.Goexit) it runs the origin itself, and saves the
 			// wake-up of another goroutine.
-			s.launch(ctx, f, rd, st, vconnLink{c}, t, ctx.Done() == nil && c.sc.postgres)
+			s.launch(ctx, f, rd, st, vconnLink{c}, t, ctx.Done() == nil && c.sc.pgx)
 		} else {
 			caller.out = outFollower
 			s.stats.followers.Add(1)

@@ -168,14 +168,51 @@ func queryRow(ctx context.Context, pc *pgconn.PgConn, q string) ([]string, error
 
 // serverIdentity returns what rc's server says of itself; ok is false for
 // connections that cannot tell (not PostgreSQL, or a server that refuses).
-func serverIdentity(ctx context.Context, rc driver.Conn) (id serverID, ok bool, err error) {
+func serverIdentity(ctx context.Context, rc driver.Conn, postgres bool) (id serverID, ok bool, err error) {
 	switch c := rc.(type) {
 	case *stdlib.Conn:
 		return pgxIdentity(ctx, c.Conn().PgConn())
 	case serverIdentifier:
 		return c.serverIdentity(ctx)
 	}
+	if postgres {
+		return driverIdentity(ctx, &driverCatalog{rc: rc})
+	}
 	return serverID{}, false, nil
+}
+
+// driverIdentity is pgxIdentity through another PostgreSQL driver.
+func driverIdentity(ctx context.Context, c *driverCatalog) (serverID, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
+	defer cancel()
+	row, err := identityRow(ctx, c, identityQuery)
+	if err != nil && sqlState(err) != "" {
+		row, err = identityRow(ctx, c, identityQueryNoSystem)
+		if err != nil && sqlState(err) != "" {
+			return serverID{}, false, nil
+		}
+	}
+	if err != nil {
+		return serverID{}, false, err
+	}
+	return serverID{system: row[0], database: row[1], roles: row[2] + "\x00" + row[3]}, true, nil
+}
+
+func identityRow(ctx context.Context, c *driverCatalog, q string) ([]string, error) {
+	rows, err := c.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != 1 || len(rows[0]) != 4 {
+		return nil, errors.New("sqlflight: unexpected answer to the identity query")
+	}
+	out := make([]string, 4)
+	for i, v := range rows[0] {
+		if v != nil {
+			out[i] = *v
+		}
+	}
+	return out, nil
 }
 
 // errOtherRole refuses a real connection that logged in as another role
@@ -204,7 +241,11 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 // database takes the scope off the shared tier, and one that logged in as
 // another role is refused.
 func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error {
-	id, ok, err := serverIdentity(ctx, rc)
+	postgres := isPgx(rc)
+	if _, double := rc.(serverIdentifier); !postgres && !double {
+		postgres = sc.detect(ctx, rc) > 0
+	}
+	id, ok, err := serverIdentity(ctx, rc, postgres)
 	if err != nil {
 		return err
 	}
@@ -214,7 +255,7 @@ func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error 
 		if sc.server == nil && !sc.named.Load() {
 			switch {
 			case sc.fleetBase == "":
-			case isPgx(rc):
+			case postgres:
 				s.warnEvery("identity", "", "sqlflight: the server does not tell which database it is; "+
 					"a scope's results stay out of the shared tier")
 			default:

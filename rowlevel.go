@@ -3,12 +3,12 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -131,22 +131,25 @@ WHERE pg_catalog.lower(c.relname) = $1`
 // tableKey): a column is taggable when it has the same taggable class in
 // every plain or partitioned table of that name; a name that also names
 // another kind of relation (a view, a foreign table) has none.
-func queryColumns(ctx context.Context, conn *pgx.Conn, table string) (map[string]colClass, error) {
-	rows, err := conn.Query(ctx, columnsQuery, catalogMode, table)
+func queryColumns(ctx context.Context, conn catalogSession, table string) (map[string]colClass, error) {
+	rows, err := conn.query(ctx, columnsQuery, table)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	cols := map[string]colClass{}
 	conflict := map[string]bool{}
 	other := false
-	for rows.Next() {
-		var name, kind string
-		var typ uint32
-		var generated, deterministic bool
-		if err := rows.Scan(&name, &typ, &generated, &deterministic, &kind); err != nil {
-			return nil, err
+	for _, row := range rows {
+		if len(row) != 5 || row[0] == nil || row[1] == nil || row[2] == nil || row[3] == nil || row[4] == nil {
+			return nil, errors.New("sqlflight: unexpected answer to the columns query")
 		}
+		name, kind := *row[0], *row[4]
+		t, err := strconv.ParseUint(*row[1], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("sqlflight: column type %q: %w", *row[1], err)
+		}
+		typ := uint32(t)
+		generated, deterministic := *row[2] == "t", *row[3] == "t"
 		if kind != "r" && kind != "p" {
 			other = true
 		}
@@ -158,9 +161,6 @@ func queryColumns(ctx context.Context, conn *pgx.Conn, table string) (map[string
 			conflict[name] = true
 		}
 		cols[name] = cl
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	out := map[string]colClass{}
 	if other {

@@ -48,7 +48,11 @@ type scope struct {
 	proto   driver.Conn // a parent connection, for CheckNamedValue without a real one
 	probing chan struct{}
 
-	postgres bool // the parent is pgx: the server's verdict can be asked for
+	// postgres: the server is PostgreSQL (it said so: catalog.go), whatever
+	// the Go driver; its verdicts can be asked for. pgx: the parent is pgx
+	// v5's stdlib, which never calls runtime.Goexit.
+	postgres, pgx bool
+	pgVersion     atomic.Int32 // the server's server_version_num; -1 not PostgreSQL; 0 not yet asked
 
 	// The server's word (verify.go): verdicts per statement shape, write
 	// closures per table, and how the server reads '…' literals.
@@ -102,6 +106,22 @@ func (s *Shield) newScope() *scope {
 	}, s.opts.Clock)
 	s.scopes.Store(sc.id, sc)
 	return sc
+}
+
+// detect returns the server_version_num of the scope's server, or -1 when
+// it is not PostgreSQL: asked of its first real connection rc, once.
+func (sc *scope) detect(ctx context.Context, rc driver.Conn) int32 {
+	if v := sc.pgVersion.Load(); v != 0 {
+		return v
+	}
+	v := int32(postgresVersion(ctx, rc))
+	if v == 0 {
+		v = -1
+	}
+	if !sc.pgVersion.CompareAndSwap(0, v) {
+		return sc.pgVersion.Load()
+	}
+	return v
 }
 
 // name returns the scope's label.
@@ -183,7 +203,8 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		}
 		sc.mask = connMask(rc)
 		sc.proto = rc
-		_, sc.postgres = rc.(*stdlib.Conn)
+		_, sc.pgx = rc.(*stdlib.Conn)
+		sc.postgres = sc.detect(ctx, rc) > 0
 		if l := pgxLabel(rc); l != "" {
 			sc.setLabel(l, true) // a connector's scope: who it reached
 		}

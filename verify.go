@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -307,7 +306,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	defer cancel()
 	start := time.Now()
 	v.retryAt = time.Now().Add(verdictMaxAge)
-	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
+	err := sc.withSpare(ctx, s, func(conn catalogSession) error {
 		sv, params, err := probeStatement(ctx, conn, r)
 		if err == nil {
 			v.sv, v.params, v.tables = sv, params, union(sv.Tables, r.Tables)
@@ -333,21 +332,16 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 // withSpare runs f on a spare real connection of the scope (never a
 // caller's) and gives it back, broken if f failed in a way that may have
 // left the session dirty.
-func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(*pgx.Conn) error) error {
+func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(catalogSession) error) error {
 	rc, _, err := sc.anyReal(ctx, s)
 	if err != nil {
 		return err
 	}
-	c, ok := rc.(*stdlib.Conn)
-	if !ok {
-		sc.spare.put(rc, false, s)
-		return errors.New("sqlflight: not a pgx connection")
-	}
 	broken := true // unless f returns normally and leaves the session idle
 	defer func() { sc.spare.put(rc, broken, s) }()
-	err = f(c.Conn())
-	pc := c.Conn().PgConn()
-	broken = pc.IsClosed() || pc.TxStatus() != 'I'
+	c := catalogOf(rc)
+	err = f(c)
+	broken = !c.clean()
 	return err
 }
 
@@ -358,6 +352,20 @@ func (sc *scope) noteConn(rc driver.Conn) {
 		if c.Conn().PgConn().ParameterStatus("standard_conforming_strings") == "off" {
 			sc.nonStandard.Store(true)
 		}
+		return
+	}
+	if !sc.postgres {
+		return
+	}
+	// Another PostgreSQL driver: the setting is asked (a session may
+	// change it, but a new connection starts with the server's default).
+	ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
+	defer cancel()
+	rows, err := (&driverCatalog{rc: rc}).query(ctx, `SELECT pg_catalog.current_setting('standard_conforming_strings')`)
+	if err != nil || len(rows) != 1 || len(rows[0]) != 1 || rows[0][0] == nil || *rows[0][0] != "on" {
+		// Unknown counts as off: backslashes may then be escapes, and
+		// the scanner reads '…' that way (the safe side).
+		sc.nonStandard.Store(true)
 	}
 }
 
@@ -471,70 +479,61 @@ JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace`
 // builtinQuery returns the most volatile overload of each named function
 // in pg_catalog ('i' < 's' < 'v').
 const builtinQuery = `SELECT proname::text, max(provolatile::text) FROM pg_catalog.pg_proc
-WHERE pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND proname = ANY($1::text[]) GROUP BY proname`
+WHERE pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND proname = ANY($1::text::text[]) GROUP BY proname`
 
 // probeStatement plans r on conn and returns the server's verdict and the
 // parameter types. The fixed catalog queries are prepared once per
 // connection (pgx's statement cache); the probe function's text is new
 // each time and goes through the extended protocol, which runs exactly one
 // statement whatever the text holds.
-func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (ServerVerdict, []uint32, error) {
+func probeStatement(ctx context.Context, conn catalogSession, r *sqlscan.Result) (ServerVerdict, []uint32, error) {
 	var sv ServerVerdict
-	pc := conn.PgConn()
 	body := probeBody(r)
 	// Everything runs in one transaction that is rolled back, under short
 	// timeouts: a lock held by a caller's own transaction (ALTER, LOCK,
 	// TRUNCATE before a read) fails the probe at once instead of stalling it.
-	if err := pc.Exec(ctx, "BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '200ms'").Close(); err != nil {
+	if err := conn.exec(ctx, "BEGIN"); err != nil {
 		return sv, nil, err
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = pc.Exec(rctx, "ROLLBACK").Close()
+		_ = conn.exec(rctx, "ROLLBACK")
 	}()
-	sd, err := pc.Prepare(ctx, "", body, nil)
+	for _, q := range []string{"SET LOCAL statement_timeout = '5s'", "SET LOCAL lock_timeout = '200ms'"} {
+		if err := conn.exec(ctx, q); err != nil {
+			return sv, nil, err
+		}
+	}
+	params, types, err := conn.paramTypes(ctx, body)
 	if err != nil {
 		return sv, nil, err
 	}
-	params := sd.ParamOIDs
-	var types []string
-	if len(params) > 0 {
-		if err := conn.QueryRow(ctx, paramTypesQuery, catalogMode, params).Scan(&types); err != nil {
-			return sv, nil, err
-		}
-		if len(types) != len(params) {
-			return sv, nil, errors.New("sqlflight: parameter types not resolved")
-		}
-	}
 	create := "CREATE FUNCTION pg_temp." + probeName + "(" + strings.Join(types, ", ") +
 		") RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC\n" + body + "\n;\nEND"
-	if _, err := pc.ExecParams(ctx, create, nil, nil, nil, nil).Close(); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "25006" || pe.Code == "42501") {
+	if err := conn.exec(ctx, create); err != nil {
+		if code := sqlState(err); code == "25006" || code == "42501" {
 			// A hot standby, a read-only default, or no TEMPORARY privilege:
 			// this server cannot be asked at all.
 			return sv, nil, fmt.Errorf("%w: %w", errNoProbe, err)
 		}
 		return sv, nil, err
 	}
-	rows, err := conn.Query(ctx, depsQuery, catalogMode)
+	deps, err := conn.query(ctx, depsQuery)
 	if err != nil {
 		return sv, nil, err
 	}
 	var texts []string
 	tables := map[string]bool{}
 	sv.TablesKnown = true
-	for rows.Next() {
-		var kind, name, attr, schema string
-		var flag, opaque bool
-		var text *string
-		if err := rows.Scan(&kind, &name, &attr, &flag, &schema, &text, &opaque); err != nil {
-			rows.Close()
-			return sv, nil, err
+	for _, row := range deps {
+		if len(row) != 7 || row[0] == nil || row[1] == nil || row[2] == nil || row[3] == nil || row[4] == nil || row[6] == nil {
+			return sv, nil, errors.New("sqlflight: unexpected answer to the dependency query")
 		}
-		if text != nil {
-			texts = append(texts, *text)
+		kind, name, attr, schema := *row[0], *row[1], *row[2], *row[4]
+		flag, opaque := *row[3] == "t", *row[6] == "t"
+		if row[5] != nil {
+			texts = append(texts, *row[5])
 		}
 		switch kind {
 		case "r":
@@ -556,10 +555,6 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			sv.Functions = append(sv.Functions, FunctionVerdict{Schema: schema, Name: name,
 				Volatility: volatilityName(attr), Builtin: flag, Opaque: opaque && !flag})
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return sv, nil, err
 	}
 	names := map[string]bool{}
 	own := map[string]bool{} // functions the statement's own text calls
@@ -598,22 +593,16 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 			list = append(list, n)
 		}
 		slices.Sort(list)
-		rows, err := conn.Query(ctx, builtinQuery, catalogMode, list)
+		rows, err := conn.query(ctx, builtinQuery, textArray(list))
 		if err != nil {
 			return sv, nil, err
 		}
-		for rows.Next() {
-			var name, vol string
-			if err := rows.Scan(&name, &vol); err != nil {
-				rows.Close()
-				return sv, nil, err
+		for _, row := range rows {
+			if len(row) != 2 || row[0] == nil || row[1] == nil {
+				return sv, nil, errors.New("sqlflight: unexpected answer to the built-ins query")
 			}
-			sv.Functions = append(sv.Functions, FunctionVerdict{Schema: "pg_catalog", Name: name,
-				Volatility: volatilityName(vol), Builtin: true})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return sv, nil, err
+			sv.Functions = append(sv.Functions, FunctionVerdict{Schema: "pg_catalog", Name: *row[0],
+				Volatility: volatilityName(*row[1]), Builtin: true})
 		}
 	}
 	sv.Functions = dedupFunctions(sv.Functions)
@@ -647,9 +636,6 @@ func probeStatement(ctx context.Context, conn *pgx.Conn, r *sqlscan.Result) (Ser
 	slices.Sort(sv.Tables)
 	return sv, params, nil
 }
-
-// paramTypesQuery names parameter types for the probe function's signature.
-const paramTypesQuery = `SELECT array_agg(pg_catalog.format_type(t, NULL) ORDER BY i) FROM unnest($1::oid[]) WITH ORDINALITY AS u(t, i)`
 
 // probeBody is the statement as a function body: without trailing
 // semicolons (a trailing line comment ends at the newline the caller adds).
@@ -693,7 +679,7 @@ type closure struct {
 // NOTIFY feed's triggers (InstallTriggersSQL) write nothing and do not
 // count.
 const closureQuery = `WITH RECURSIVE w(rel) AS (
-  SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname = ANY($1::text[])
+  SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname = ANY($1::text::text[])
   UNION
   SELECT x.rel FROM w, LATERAL (
     SELECT con.conrelid AS rel FROM pg_catalog.pg_constraint con
@@ -764,7 +750,7 @@ func (sc *scope) writeClosure(ctx context.Context, s *Shield, tables []string) (
 		return nil, false // busy: any table
 	}
 	learned := make(map[string]closure, len(missing))
-	err := sc.withSpare(ctx, s, func(conn *pgx.Conn) error {
+	err := sc.withSpare(ctx, s, func(conn catalogSession) error {
 		for _, t := range missing {
 			cl, err := queryClosure(ctx, conn, t)
 			if err != nil {
@@ -795,36 +781,54 @@ func (sc *scope) writeClosure(ctx context.Context, s *Shield, tables []string) (
 	return slices.Compact(out), true
 }
 
-func queryClosure(ctx context.Context, conn *pgx.Conn, table string) (closure, error) {
+func queryClosure(ctx context.Context, conn catalogSession, table string) (closure, error) {
 	name := strings.Trim(table, `"`)
 	if i := strings.LastIndexByte(name, '.'); i >= 0 {
 		name = name[i+1:]
 	}
 	// The scanner keeps quoted names exact and folds the others; epochs
 	// fold every name, so ask for both spellings.
-	rows, err := conn.Query(ctx, closureQuery, catalogMode, []string{name, strings.ToLower(name)})
+	rows, err := conn.query(ctx, closureQuery, textArray([]string{name, strings.ToLower(name)}))
 	if err != nil {
 		return closure{}, err
 	}
-	defer rows.Close()
 	var cl closure
-	for rows.Next() {
-		var rel string
-		var all bool
-		if err := rows.Scan(&rel, &all); err != nil {
-			return closure{}, err
+	for _, row := range rows {
+		if len(row) != 2 || row[0] == nil || row[1] == nil {
+			return closure{}, errors.New("sqlflight: unexpected answer to the closure query")
 		}
-		cl.tables = append(cl.tables, tableKey(rel))
-		cl.all = cl.all || all
+		cl.tables = append(cl.tables, tableKey(*row[0]))
+		cl.all = cl.all || *row[1] == "t"
 	}
-	return cl, rows.Err()
+	return cl, nil
+}
+
+// textArray is list as a PostgreSQL array literal of text.
+func textArray(list []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range list {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range s {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // learnRows returns the row filter of the verdict v on r, learning the
 // classes of its table's columns from the catalog (the Shield remembers
 // them for the writes and changes to that table), or nil when its reads
 // are judged by their table.
-func (sc *scope) learnRows(ctx context.Context, s *Shield, conn *pgx.Conn, r *sqlscan.Result, v *verdict) *readFilter {
+func (sc *scope) learnRows(ctx context.Context, s *Shield, conn catalogSession, r *sqlscan.Result, v *verdict) *readFilter {
 	rf, table := readFilterOf(r, sc.nonStandard.Load())
 	if rf == nil {
 		return nil
