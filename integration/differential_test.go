@@ -58,7 +58,15 @@ import (
 // Knobs: SQLFLIGHT_DIFF_OPS (operations, default 105000; 20000 with -short),
 // SQLFLIGHT_DIFF_SECONDS (longest run, default 150), SQLFLIGHT_DIFF_WORKLOADS
 // (a comma-separated subset), SQLFLIGHT_DIFF_SEED.
-func TestDifferential(t *testing.T) {
+func TestDifferential(t *testing.T) { runDifferential(t, "pgx") }
+
+// TestDifferentialLibPQ is the differential test through lib/pq as the
+// parent driver: PostgreSQL is what the server says, so every workload
+// but the fleet's (which opens pgx connectors of its own) must hold
+// through another driver as it holds through pgx v5.
+func TestDifferentialLibPQ(t *testing.T) { runDifferential(t, "libpq") }
+
+func runDifferential(t *testing.T, parent string) {
 	dsn := postgresDSN(t)
 	admin := openRaw(t, dsn)
 	poolSize(admin, 2)
@@ -78,12 +86,18 @@ func TestDifferential(t *testing.T) {
 		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
 		}
+		if parent != "pgx" && w.name == "fleet-rows" {
+			continue
+		}
 		c := w.build(t, admin, id)
 		c.name = w.name
 		c.admin = admin
 		// Every other workload speaks the simple protocol (arguments and
 		// results as text), the others pgx's default.
 		c.mode, c.dsn = execModes[len(classes)%len(execModes)], dsn
+		if parent != "pgx" {
+			c.mode = execModes[0] // lib/pq has one protocol of its own
+		}
 		if c.mode.value != "" {
 			c.dsn = withDSNParams(t, dsn, "default_query_exec_mode", c.mode.value)
 		}
@@ -97,7 +111,11 @@ func TestDifferential(t *testing.T) {
 		// time (each on a real connection of its own beyond the pool's:
 		// the Shield keeps one spare): the whole test stays near 45
 		// connections, on a server that others may use too.
-		c.db, c.sh = openFlight(t, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
+		if parent == "pgx" {
+			c.db, c.sh = openFlight(t, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
+		} else {
+			c.db, c.sh = openParent(t, parent, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
+		}
 		pool := 2
 		if c.writeVia == viaShield {
 			pool += c.writers
