@@ -58,7 +58,11 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		data := ts.ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.ns, fleetHotSetKey, seq)
+		// Always encrypted, whatever SharedEncrypt says: the hot set holds
+		// the arguments of the hottest keys (often session tokens).
+		ring := *ts.ring
+		ring.Encrypt = true
+		data := ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.ns, fleetHotSetKey, seq)
 		_, err = ts.t.Store(ctx, ts.ns, fleetHotSetKey, data, seq, fleetHotSetTTL)
 		return err
 	})

@@ -120,7 +120,7 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 		return rep, errors.New("sqlflight: Prewarm: the cache is closed")
 	}
 	w := &warmer{s: s, c: &conn{s: s, sc: sc}, st: st, fleet: opts.FromFleet,
-		trusted: source == "statistics" || opts.TrustAnnotations}
+		trusted: source == "statistics" || opts.TrustAnnotations, bounded: source != "statistics"}
 	keys := 0
 	for _, hst := range hs.Statements {
 		keys += len(hst.Keys)
@@ -185,6 +185,7 @@ type warmer struct {
 	st      *store
 	fleet   bool
 	trusted bool // the statements' annotations may vouch with pure=
+	bounded bool // a hot set's texts: their timeout= and limits are clamped to the Options'
 
 	statements, refused                       atomic.Int64
 	replayed, loaded, skipped, failed, queued atomic.Int64
@@ -259,6 +260,9 @@ func (w *warmer) fate(ctx context.Context, r *sqlscan.Result, args []driver.Name
 		f.a, annotated = a, true
 	}
 	w.s.decide(ctx, w.c, f, annotated, args, true)
+	if w.bounded {
+		w.s.clampToOptions(&f.plan.pol)
+	}
 	switch {
 	case !r.ReadOnly:
 		return f, bypassWrite
@@ -268,6 +272,22 @@ func (w *warmer) fate(ctx context.Context, r *sqlscan.Result, args []driver.Name
 		return f, "not cached: no TTL under this Shield's policy"
 	}
 	return f, ""
+}
+
+// clampToOptions bounds pol, the policy of a statement read from a hot set
+// (a file or the fleet's), by the Shield's Options: its timeout= never
+// exceeds OriginTimeout, its maxrows= and maxbytes= never exceed
+// MaxResultRows and MaxResultBytes, whatever the text says.
+func (s *Shield) clampToOptions(pol *Policy) {
+	if pol.Timeout <= 0 || pol.Timeout > s.opts.OriginTimeout {
+		pol.Timeout = s.opts.OriginTimeout
+	}
+	if pol.MaxRows <= 0 || pol.MaxRows > s.opts.MaxResultRows {
+		pol.MaxRows = s.opts.MaxResultRows
+	}
+	if pol.MaxBytes <= 0 || pol.MaxBytes > s.opts.MaxResultBytes {
+		pol.MaxBytes = s.opts.MaxResultBytes
+	}
 }
 
 // namedArgs returns raw as positional arguments.
