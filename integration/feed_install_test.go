@@ -17,7 +17,7 @@ import (
 func TestInstallTriggersHostileTableName(t *testing.T) {
 	dsn := feedDatabase(t, false)
 	out := outsider(t, dsn)
-	name := `x$sqlflight$;CREATE TABLE feed_pwned();DO $sqlflight$ $sqlflight$;--`
+	name := `$sqlflight$;CREATE TABLE feed_pwned();DO $sqlflight$--`
 	outExec(t, out, `CREATE TABLE `+pgx.Identifier{name}.Sanitize()+` (id int PRIMARY KEY)`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
