@@ -1,6 +1,7 @@
 package sqlflight
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -17,7 +18,16 @@ const TriggerSchema = "sqlflight"
 const triggerFunction = TriggerSchema + ".notify_changes()"
 
 // triggerFunctionSQL creates (or replaces) the function the triggers run.
-const triggerFunctionSQL = `CREATE SCHEMA IF NOT EXISTS sqlflight;
+const triggerFunctionSQL = `DO $sqlflight$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_namespace
+              WHERE nspname = 'sqlflight' AND nspowner <> (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)) THEN
+    RAISE EXCEPTION 'sqlflight: the schema "sqlflight" belongs to another role: refusing to install into it (its owner could drop the triggers'' function); drop it or install as its owner';
+  END IF;
+END
+$sqlflight$;
+
+CREATE SCHEMA IF NOT EXISTS sqlflight;
 
 CREATE OR REPLACE FUNCTION sqlflight.notify_changes() RETURNS trigger
 LANGUAGE plpgsql
@@ -193,21 +203,23 @@ func InstallTriggersSQL(schema string, tables ...string) string {
 	var b strings.Builder
 	b.WriteString("-- sqlflight: change triggers for the NOTIFY feed (channel " + NotifyChannel + ")\n")
 	b.WriteString(triggerFunctionSQL)
-	b.WriteString("\nDO $sqlflight$\nDECLARE\n")
-	writeTargetDecls(&b, schema, tables)
-	b.WriteString("BEGIN")
-	b.WriteString(triggerTargets)
-	b.WriteString("\n  FOREACH rel IN ARRAY rels LOOP\n")
+	var body strings.Builder
+	body.WriteString("\nDECLARE\n")
+	writeTargetDecls(&body, schema, tables)
+	body.WriteString("BEGIN")
+	body.WriteString(triggerTargets)
+	body.WriteString("\n  FOREACH rel IN ARRAY rels LOOP\n")
 	for _, d := range triggerDefs {
-		b.WriteString("    IF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = rel AND tgname = '" + d[0] + "') THEN\n")
-		b.WriteString("      EXECUTE format('DROP TRIGGER " + d[0] + " ON %s', rel::regclass);\n    END IF;\n")
-		b.WriteString("    EXECUTE format('CREATE TRIGGER " + d[0] + " AFTER " + d[1] + " ON %s ")
+		body.WriteString("    IF EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid = rel AND tgname = '" + d[0] + "') THEN\n")
+		body.WriteString("      EXECUTE format('DROP TRIGGER " + d[0] + " ON %s', rel::regclass);\n    END IF;\n")
+		body.WriteString("    EXECUTE format('CREATE TRIGGER " + d[0] + " AFTER " + d[1] + " ON %s ")
 		if d[2] != "" {
-			b.WriteString(d[2] + " ")
+			body.WriteString(d[2] + " ")
 		}
-		b.WriteString("FOR EACH STATEMENT EXECUTE FUNCTION sqlflight.notify_changes()', rel::regclass);\n")
+		body.WriteString("FOR EACH STATEMENT EXECUTE FUNCTION sqlflight.notify_changes()', rel::regclass);\n")
 	}
-	b.WriteString("  END LOOP;\nEND\n$sqlflight$;\n")
+	body.WriteString("  END LOOP;\nEND\n")
+	b.WriteString("\nDO " + dollarQuote(body.String()) + ";\n")
 	return b.String()
 }
 
@@ -221,11 +233,13 @@ func InstallTriggersSQL(schema string, tables ...string) string {
 // function and every trigger, in every schema, at once.
 func UninstallTriggersSQL(schema string, tables ...string) string {
 	var b strings.Builder
-	b.WriteString("-- sqlflight: remove the change triggers of the NOTIFY feed\nDO $sqlflight$\nDECLARE\n")
-	writeTargetDecls(&b, schema, tables)
-	b.WriteString("  fn oid := pg_catalog.to_regprocedure('" + triggerFunction + "');\nBEGIN")
-	b.WriteString(triggerTargets)
-	b.WriteString(`
+	b.WriteString("-- sqlflight: remove the change triggers of the NOTIFY feed\n")
+	var body strings.Builder
+	body.WriteString("\nDECLARE\n")
+	writeTargetDecls(&body, schema, tables)
+	body.WriteString("  fn oid := pg_catalog.to_regprocedure('" + triggerFunction + "');\nBEGIN")
+	body.WriteString(triggerTargets)
+	body.WriteString(`
   IF fn IS NULL THEN
     RETURN;
   END IF;
@@ -246,8 +260,8 @@ func UninstallTriggersSQL(schema string, tables ...string) string {
     END IF;
   END IF;
 END
-$sqlflight$;
 `)
+	b.WriteString("DO " + dollarQuote(body.String()) + ";\n")
 	return b.String()
 }
 
@@ -279,4 +293,14 @@ func sqlLiteral(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	s = strings.ReplaceAll(s, `'`, `''`)
 	return "E'" + s + "'"
+}
+
+// dollarQuote quotes body as a dollar-quoted string whose tag does not
+// occur in body, so that no name written into body can close it.
+func dollarQuote(body string) string {
+	tag := "$sqlflight$"
+	for i := 1; strings.Index(body+tag, tag) != len(body); i++ {
+		tag = "$sqlflight" + strconv.Itoa(i) + "$"
+	}
+	return tag + body + tag
 }
