@@ -207,6 +207,9 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	if len(params) > 0 {
 		o := d.s.opts
 		tier := d.s.tierImpl
+		if err := dsnMayNotWeaken(&o, tier != nil, params); err != nil {
+			return nil, err
+		}
 		target, shared := params["shared"]
 		delete(params, "shared")
 		if err := applyDSN(&o, params); err != nil {

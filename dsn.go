@@ -43,6 +43,9 @@ func splitDSN(dsn string) (string, map[string]string, error) {
 				if err != nil {
 					return "", nil, fmt.Errorf("%w: %s%s: malformed escape in its value", ErrBadDSN, dsnPrefix, name)
 				}
+				if _, dup := params[name]; dup {
+					return "", nil, repeatedParam(name)
+				}
 				params[name] = v
 				continue
 			}
@@ -65,6 +68,9 @@ func splitDSN(dsn string) (string, map[string]string, error) {
 			if !f.closed {
 				// Never quoted: the rest may hold the fleet's secret.
 				return "", nil, fmt.Errorf("%w: %s%s: a quote is not closed", ErrBadDSN, dsnPrefix, name)
+			}
+			if _, dup := params[name]; dup {
+				return "", nil, repeatedParam(name)
 			}
 			params[name] = f.val
 			continue

@@ -206,6 +206,7 @@ func parseAnnotation(text string) (annotation, error) {
 			a.set |= setTables
 		case "name":
 			a.p.Name = v
+			err = checkName(v)
 			a.set |= setName
 		case "pure":
 			for fn := range strings.SplitSeq(v, ",") {

@@ -482,7 +482,11 @@ type Stats struct {
 	CacheBytes   int64 // gauge: their estimated bytes
 
 	// The shared tier (zero without one).
-	SharedState         string // "up", "down" (running on L1 alone), or "" without a tier
+	SharedState string // "up", "down" (running on L1 alone), or "" without a tier
+	// SharedTrusted is true when the tier is trusted without a secret
+	// (InsecureTrustSharedTier, from Options or the DSN): whoever can write
+	// to it can make this Shield serve rows of their choosing.
+	SharedTrusted       bool
 	SharedTransitions   uint64 // times the tier went down or came back
 	SharedHits          uint64 // results taken from the tier (into L1) instead of the database
 	SharedMisses        uint64 // flights that found no usable result in the tier
@@ -566,6 +570,7 @@ func (s *Shield) Stats() Stats {
 	if ts := s.tier; ts != nil {
 		c := &ts.stats
 		st.SharedState = ts.state()
+		st.SharedTrusted = ts.trustMessages
 		st.SharedTransitions = c.transitions.Load()
 		st.SharedHits, st.SharedMisses = c.hits.Load(), c.misses.Load()
 		st.SharedWrites, st.SharedSuperseded = c.writes.Load(), c.superseded.Load()
