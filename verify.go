@@ -362,10 +362,8 @@ func (sc *scope) noteConn(rc driver.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
 	defer cancel()
 	rows, err := (&driverCatalog{rc: rc}).query(ctx, `SELECT pg_catalog.current_setting('standard_conforming_strings')`)
-	if err != nil || len(rows) != 1 || len(rows[0]) != 1 || rows[0][0] == nil || *rows[0][0] != "on" {
-		// Unknown counts as off: backslashes may then be escapes, and
-		// the scanner reads '…' that way (the safe side).
-		sc.nonStandard.Store(true)
+	if err == nil && len(rows) == 1 && len(rows[0]) == 1 && rows[0][0] != nil && *rows[0][0] == "off" {
+		sc.nonStandard.Store(true) // as a pgx connection's ParameterStatus says it
 	}
 }
 
