@@ -206,3 +206,30 @@ func waitCached(ctx context.Context, t testing.TB, db *sql.DB, q string, want in
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOtherDriversNonStandardStrings: a server that reads backslashes as
+// escapes in '…' (standard_conforming_strings = off) hides no call from the
+// scanner through lib/pq either: the literal below calls nextval there.
+func TestOtherDriversNonStandardStrings(t *testing.T) {
+	dsn := postgresDSN(t)
+	admin := openRaw(t, dsn)
+	ctx := testContext(t, time.Minute)
+	seq := "drv_seq_" + uniqueID(t)
+	mustExec(t, admin, `CREATE SEQUENCE `+seq)
+	t.Cleanup(func() { _, _ = admin.Exec(`DROP SEQUENCE IF EXISTS ` + seq) })
+	db, _ := openParent(t, "libpq", withDSNParams(t, dsn, "standard_conforming_strings", "off"),
+		sqlflight.Options{Default: sqlflight.Policy{Soft: time.Minute}})
+	q := `SELECT 'a\' , ', nextval($$` + seq + `$$) -- '`
+	seen := map[int64]bool{}
+	for range 6 {
+		var s string
+		var n int64
+		if err := db.QueryRowContext(ctx, q).Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		if seen[n] {
+			t.Fatalf("nextval's value %d was served twice", n)
+		}
+		seen[n] = true
+	}
+}
