@@ -49,5 +49,8 @@ func dsnMayNotWeaken(code *Options, codeTier bool, params map[string]string) err
 
 // isTrue and isFalse report whether v parses as that boolean; a value that
 // parses as neither is left to applyDSN's error.
-func isTrue(v string) bool  { b, err := strconv.ParseBool(strings.TrimSpace(v)); return err == nil && b }
-func isFalse(v string) bool { b, err := strconv.ParseBool(strings.TrimSpace(v)); return err == nil && !b }
+func isTrue(v string) bool { b, err := strconv.ParseBool(strings.TrimSpace(v)); return err == nil && b }
+func isFalse(v string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	return err == nil && !b
+}

@@ -39,7 +39,10 @@ import (
 // the last five minutes); Shield.Close stops it.
 func Handler(s *Shield) http.Handler { return &liveHandler{s: s} }
 
-type liveHandler struct{ s *Shield }
+type liveHandler struct {
+	s    *Shield
+	opts LivePageOptions
+}
 
 const (
 	defaultLiveTop = 20
@@ -47,6 +50,10 @@ const (
 )
 
 func (h *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.hostAllowed(r.Host) {
+		http.Error(w, "sqlflight: the live page answers only loopback or IP-literal hosts, or LivePageOptions.AllowedHosts", http.StatusMisdirectedRequest)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
