@@ -357,7 +357,8 @@ func unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrOriginTimeout) {
+	var cf *connectFailure
+	if errors.Is(err, ErrOriginTimeout) || errors.As(err, &cf) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -374,6 +375,16 @@ func unavailable(err error) bool {
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
+
+// connectFailure is a real connection that could not be opened for a
+// reason other than its caller's cancellation: a refused or unreachable
+// server, or one that never answered before connect_timeout or the
+// caller's deadline. It counts against the breaker like any other sign
+// that the database cannot be reached; it reads as the error it wraps.
+type connectFailure struct{ err error }
+
+func (e *connectFailure) Error() string { return e.err.Error() }
+func (e *connectFailure) Unwrap() error { return e.err }
 
 // ownCancellation reports whether err is a context's end (the caller's, or
 // a flight abandoned by every caller), not a verdict on the database.

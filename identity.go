@@ -226,6 +226,12 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 	return func(ctx context.Context) (driver.Conn, error) {
 		rc, err := open(ctx)
 		if err != nil {
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				// Not the caller's giving up: a refused port, or a server
+				// that accepted and never answered within connect_timeout
+				// or the caller's deadline, is the database's failure.
+				err = &connectFailure{err: err}
+			}
 			return nil, err
 		}
 		if err := sc.identify(ctx, s, rc); err != nil {
