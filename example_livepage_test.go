@@ -2,6 +2,7 @@ package sqlflight_test
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/sqlflight/sqlflight"
 )
@@ -15,5 +16,7 @@ func ExampleHandler() {
 	defer shield.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", sqlflight.Handler(shield)))
-	go http.ListenAndServe("127.0.0.1:6060", mux) // loopback: a private listener
+	srv := &http.Server{Addr: "127.0.0.1:6060", Handler: mux, // loopback: a private listener
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	go srv.ListenAndServe()
 }
