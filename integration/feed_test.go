@@ -35,7 +35,7 @@ func feedDatabase(t *testing.T, publication bool) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		db, err := sql.Open("pgx", base)
+		db, err := sql.Open("pgx/v5", base)
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return

@@ -51,7 +51,7 @@ func advisoryKey(name string) int64 {
 // openRaw opens a database/sql pool on pgx's own stdlib driver: the oracle.
 func openRaw(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("pgx/v5", dsn) // pgx v4 (a parent of the drivers tests) registers "pgx" too
 	if err != nil {
 		t.Fatalf("open raw pgx: %v", err)
 	}
