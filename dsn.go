@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // dsnPrefix marks the DSN parameters that configure sqlflight itself. They
@@ -211,6 +213,11 @@ func applyDSN(o *Options, params map[string]string) error {
 			if !validPublication(v) {
 				err = errors.New("1 to 63 letters, digits, '_' or '$'")
 			}
+		case "feed_dsn":
+			if _, perr := pgx.ParseConfig(v); perr != nil {
+				return fmt.Errorf("%w: %sfeed_dsn does not parse as a PostgreSQL DSN (the value is not shown)", ErrBadDSN, dsnPrefix)
+			}
+			o.FeedDSN = v
 		case "feed_lease_ttl":
 			o.FeedLeaseTTL, err = parseDuration(v)
 		case "strict":
@@ -324,5 +331,5 @@ func badParam(k, v string, err error) error {
 // its name speaks of a secret or a password.
 func secretParam(name string) bool {
 	n := strings.ToLower(name)
-	return strings.Contains(n, "secret") || strings.Contains(n, "password")
+	return strings.Contains(n, "secret") || strings.Contains(n, "password") || strings.HasSuffix(n, "dsn")
 }

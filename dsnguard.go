@@ -39,6 +39,11 @@ func dsnMayNotWeaken(code *Options, codeTier bool, params map[string]string) err
 			return refuse("shared_encrypt", "Options set SharedEncrypt; a DSN may not turn it off")
 		}
 	}
+	if code.FeedDSN != "" {
+		if _, ok := params["feed_dsn"]; ok {
+			return refuse("feed_dsn", "Options set FeedDSN; a DSN may not change it")
+		}
+	}
 	if codeTier {
 		if _, ok := params["shared"]; ok {
 			return refuse("shared", "the code gave the Shield its shared tier; a DSN may not replace it")

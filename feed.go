@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -147,7 +149,8 @@ type scopeFeed struct {
 	s     *Shield
 	sc    *scope
 	mode  FeedMode
-	cfg   *pgx.ConnConfig // the scope's first real connection's
+	cfg   *pgx.ConnConfig // Options.FeedDSN's, or the scope's first real connection's
+	own   bool            // cfg is FeedDSN's: check that it reaches the scope's database
 	fleet string          // the lease's key in the tier; "" when the feed is this process's alone
 
 	state atomic.Value // string
@@ -176,14 +179,24 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 	default:
 		return feedUnavailable(nil, "unknown Options.Feed %q (want %q or %q)", string(mode), FeedReplication, FeedNotify)
 	}
-	pc, ok := rc.(*stdlib.Conn)
-	if !ok {
-		return feedUnavailable(nil, "a change feed needs a PostgreSQL scope opened through pgx")
-	}
 	if mode == FeedReplication && !validPublication(s.feedPublication()) {
 		return feedUnavailable(nil, "Options.FeedPublication must be 1 to 63 letters, digits, '_' or '$'")
 	}
-	f := &scopeFeed{s: s, sc: sc, mode: mode, cfg: pc.Conn().Config()}
+	var cfg *pgx.ConnConfig
+	own := s.opts.FeedDSN != ""
+	switch pc, ok := rc.(*stdlib.Conn); {
+	case own:
+		var err error
+		if cfg, err = pgx.ParseConfig(s.opts.FeedDSN); err != nil {
+			// pgx's error may quote the DSN: not shown.
+			return feedUnavailable(nil, "Options.FeedDSN does not parse as a PostgreSQL DSN (the value is not shown)")
+		}
+	case ok:
+		cfg = pc.Conn().Config()
+	default:
+		return feedUnavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
+	}
+	f := &scopeFeed{s: s, sc: sc, mode: mode, cfg: cfg, own: own}
 	f.state.Store(feedStarting)
 	if s.tier != nil && sc.sharing() {
 		sum := sha256.Sum256([]byte("sqlflight feed\x00" + sc.shared))
@@ -402,7 +415,18 @@ func (f *scopeFeed) notifySession(ctx context.Context, ready func()) error {
 		return feedUnavailable(err, "cannot open the feed's connection (%s)", errorClass(err))
 	}
 	defer closeSoon(conn)
-	return listenChanges(ctx, conn, f.apply, ready)
+	if err := f.sameServer(ctx, conn.PgConn()); err != nil {
+		return err
+	}
+	return listenChanges(ctx, conn, notifyHooks{
+		apply: f.apply,
+		resync: func() {
+			f.s.bump(nil, false)
+			f.s.feedStats.resyncs.Add(1)
+		},
+		ready: ready,
+		warn:  func(msg string, err error) { f.s.log.Warn(msg, errAttr(err)) },
+	})
 }
 
 // dial opens an ordinary connection of the feed's own with the scope's
@@ -413,7 +437,36 @@ func (f *scopeFeed) dial(ctx context.Context) (*pgx.Conn, error) {
 	// OnNotification buffers into that connection; pgx installs the feed
 	// connection's own only when it is nil.
 	cfg.OnNotification = nil
+	// The listener waits with deadlines: a cancel request would reach the
+	// server and could cancel its next statement.
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+	}
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// sameServer checks, when the feed connects with Options.FeedDSN, that its
+// connection pc reaches the scope's database: the same database (its OID)
+// of the same server (its system identifier, where both roles may read
+// it). A feed watching another database would report nothing and look
+// current.
+func (f *scopeFeed) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
+	if !f.own {
+		return nil
+	}
+	f.sc.idMu.Lock()
+	want := f.sc.server
+	f.sc.idMu.Unlock()
+	got, ok, err := pgxIdentity(ctx, pc)
+	switch {
+	case err != nil:
+		return feedUnavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errorClass(err))
+	case !ok || want == nil:
+		return feedUnavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
+	case got.database != want.database || got.system != "" && want.system != "" && got.system != want.system:
+		return feedUnavailable(nil, "Options.FeedDSN reaches another database than the scope's")
+	}
+	return nil
 }
 
 // closeSoon closes a feed's connection, waiting at most a second.

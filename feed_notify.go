@@ -5,48 +5,274 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// listenChanges LISTENs on conn for the change notifications of the triggers that
-// `sqlflight triggers install` creates, and calls apply with each notification's
-// changes (in the order the server delivers them, which is commit order), until
-// ctx ends or the connection fails; it calls ready once it is listening. It returns
-// what ended it.
+// The queue reader's rhythm (see listenChanges). Variables, for tests.
+var (
+	// queuePoll is the longest a listener waits for a wake-up before it
+	// reads the queue anyway.
+	queuePoll = 5 * time.Second
+	// feedCheckInterval is how often a listener checks that the triggers
+	// are still there.
+	feedCheckInterval = 30 * time.Second
+	// queueKeep is how long a read record stays in the queue for the other
+	// listeners (of other processes) before a listener trims it.
+	queueKeep = 10 * time.Minute
+	// maxReadGap: a listener whose reads are further apart than this (its
+	// connection stalled) may have missed records another trimmed, and
+	// resyncs. It is well below queueKeep.
+	maxReadGap = 5 * time.Minute
+)
+
+// maxQueueRead and maxQueueBytes bound the records one read takes; a
+// larger backlog is a resync.
+const (
+	maxQueueRead  = 10000
+	maxQueueBytes = 8 << 20
+)
+
+// The listener's statements, marked for pg_stat_activity.
+const (
+	queueSnapshotSQL = `/* sqlflight feed */ SELECT pg_catalog.pg_current_snapshot()::text`
+	// queueReadSQL returns the records of the transactions the previous
+	// read's snapshot ($1) did not see committed, and the snapshot it read
+	// them in: nothing is read twice and nothing committed is skipped,
+	// whatever order the writers committed in.
+	queueReadSQL = `/* sqlflight feed */ SELECT s.snap::text, c.id, c.payload
+FROM (SELECT pg_catalog.pg_current_snapshot() AS snap) s
+LEFT JOIN sqlflight.changes c
+  ON c.xid >= pg_catalog.pg_snapshot_xmin($1::text::pg_catalog.pg_snapshot)
+ AND NOT pg_catalog.pg_visible_in_snapshot(c.xid, $1::text::pg_catalog.pg_snapshot)
+ORDER BY c.id
+LIMIT 10001
+`
+	// queueTrimSQL removes the records every snapshot at least as recent as
+	// $1 sees: committed before it.
+	queueTrimSQL = `/* sqlflight feed */ DELETE FROM sqlflight.changes WHERE xid < pg_catalog.pg_snapshot_xmin($1::text::pg_catalog.pg_snapshot)`
+	// feedCheckSQL tells the triggers' function's comment, whether the
+	// queue exists, and how many enabled triggers run the function.
+	feedCheckSQL = `/* sqlflight feed */ SELECT pg_catalog.obj_description(p.oid, 'pg_proc'),
+       pg_catalog.to_regclass('sqlflight.changes') IS NOT NULL,
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t WHERE t.tgfoid = p.oid AND t.tgenabled <> 'D')
+FROM (SELECT pg_catalog.to_regprocedure('sqlflight.notify_changes()') AS oid) p`
+)
+
+// notifyHooks are what a listener reports to.
+type notifyHooks struct {
+	apply  func([]change) // one record's changes
+	resync func()         // anything may have changed: a gap in what was read
+	ready  func()         // listening, the queue read once
+	warn   func(msg string, err error)
+}
+
+// listenChanges follows the queue of change records the triggers that
+// `sqlflight triggers install` create write, on conn: it LISTENs on
+// NotifyChannel for the wake-ups the triggers send at commit, reads the
+// records committed since its last read (at each wake-up, and every
+// queuePoll anyway), and calls apply with each record's changes, until
+// ctx ends or the connection fails. It calls ready once it is listening
+// and has read the queue's state. It returns what ended it.
 //
-// conn must be outside a transaction and used by nothing else meanwhile;
-// when listenChanges returns it is still LISTENing (the caller closes it).
-// Notifications of other channels are ignored. A notification on
-// NotifyChannel that is not the triggers' (see parseChangeNotification) is
-// applied as a change of every table: something changed, and what cannot
-// be told.
-func listenChanges(ctx context.Context, conn *pgx.Conn, apply func([]change), ready func()) error {
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+// A notification carries nothing: whoever sends one (LISTEN and NOTIFY
+// have no access control) costs the listener one read of the queue, which
+// only the installing role (and the triggers' function, SECURITY DEFINER)
+// can read or write. Notifications that arrived during a read are taken
+// together by the next.
+//
+// Every feedCheckInterval it checks that the triggers are still there: a
+// function gone, or fewer enabled triggers than at the last check, ends
+// it with an error. It trims the records of transactions committed at
+// least queueKeep ago. conn must be outside a transaction and used by
+// nothing else meanwhile; the caller closes it.
+func listenChanges(ctx context.Context, conn *pgx.Conn, h notifyHooks) error {
+	fail := func(err error, what string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return wrapf("sqlflight: LISTEN %s: %w", NotifyChannel, err)
+		return wrapf("sqlflight: "+what+": %w", err)
 	}
-	ready()
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return fail(err, "LISTEN "+NotifyChannel)
+	}
+	triggers, err := checkTriggers(ctx, conn, -1)
+	if err != nil {
+		return err
+	}
+	q := queueReader{conn: conn}
+	sent := time.Now()
+	if err := conn.QueryRow(ctx, queueSnapshotSQL).Scan(&q.snap); err != nil {
+		return fail(err, "reading the change queue's snapshot")
+	}
+	q.sent, q.marks = sent, []snapMark{{at: time.Now(), snap: q.snap}}
+	h.ready()
+	checked := time.Now()
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return wrapf("sqlflight: waiting for change notifications: %w", err)
-		}
-		if n == nil {
+		wctx, cancel := context.WithTimeout(ctx, queuePoll)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			return fail(err, "waiting for change notifications")
+		case n == nil && err == nil:
 			// pgx hands notifications to the connection's OnNotification
 			// when one is set: none reaches here then.
 			return errors.New("sqlflight: the change feed's connection delivers its notifications elsewhere")
 		}
-		if n.Channel != NotifyChannel {
+		// Whatever is buffered already is covered by this read.
+		drainNotifications(conn)
+		if err := q.read(ctx, h); err != nil {
+			return fail(err, "reading the change queue")
+		}
+		if time.Since(checked) >= feedCheckInterval {
+			if triggers, err = checkTriggers(ctx, conn, triggers); err != nil {
+				return err
+			}
+			checked = time.Now()
+		}
+		q.trim(ctx, h)
+	}
+}
+
+// drainNotifications drops the notifications conn has buffered, without
+// waiting for more.
+func drainNotifications(conn *pgx.Conn) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for {
+		if n, err := conn.WaitForNotification(done); err != nil || n == nil {
+			return
+		}
+	}
+}
+
+// checkTriggers checks that the triggers' function is this version's,
+// that the queue exists, and that at least one enabled trigger runs the
+// function, and no fewer than before (before < 0: the first check). It
+// returns how many do.
+func checkTriggers(ctx context.Context, conn *pgx.Conn, before int64) (int64, error) {
+	var comment *string
+	var queue bool
+	var n int64
+	if err := conn.QueryRow(ctx, feedCheckSQL).Scan(&comment, &queue, &n); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if sqlState(err) == "42501" {
+			return 0, feedUnavailable(err, "the feed's role may not use the sqlflight schema: connect the feed as the role that installed the triggers (Options.FeedDSN)")
+		}
+		return 0, wrapf("sqlflight: checking the change triggers: %w", err)
+	}
+	switch {
+	case comment == nil:
+		return 0, feedUnavailable(nil, "the change triggers are not installed (sqlflight triggers install)")
+	case *comment != feedVersion || !queue:
+		return 0, feedUnavailable(nil, "the change triggers were installed by an earlier sqlflight: install them again (sqlflight triggers install)")
+	case n == 0:
+		return 0, feedUnavailable(nil, "no table has the change triggers (sqlflight triggers install)")
+	case before >= 0 && n < before:
+		return 0, feedUnavailable(nil, "%d of the %d change triggers were dropped or disabled: writes to their tables are not seen", before-n, before)
+	}
+	return n, nil
+}
+
+// queueReader is a listener's place in the queue.
+type queueReader struct {
+	conn *pgx.Conn
+	// snap is the snapshot of the last read (pg_snapshot's text form):
+	// the next read takes what it did not see committed. sent is when
+	// that read was sent (its snapshot is no older).
+	snap string
+	sent time.Time
+	// marks are snapshots of earlier reads, oldest first, at most one a
+	// minute: when one is queueKeep old, the records it saw are trimmed.
+	marks []snapMark
+	// trimWarned: a trim failed once (logged once).
+	trimWarned bool
+}
+
+// snapMark is a read's snapshot and when the read returned (the snapshot
+// is no younger).
+type snapMark struct {
+	at   time.Time
+	snap string
+}
+
+// read reads the records committed since the last read and applies them.
+func (q *queueReader) read(ctx context.Context, h notifyHooks) error {
+	sent := time.Now()
+	rows, err := q.conn.Query(ctx, queueReadSQL, q.snap)
+	if err != nil {
+		return err
+	}
+	var snap string
+	var payloads []string
+	size, overflow := 0, false
+	for rows.Next() {
+		var id *int64
+		var payload *string
+		if err := rows.Scan(&snap, &id, &payload); err != nil {
+			rows.Close()
+			return err
+		}
+		if id == nil || payload == nil {
 			continue
 		}
-		apply(parseChangeNotification(n.Payload))
+		if size += len(*payload); size > maxQueueBytes || len(payloads) == maxQueueRead {
+			overflow = true
+			rows.Close()
+			break
+		}
+		payloads = append(payloads, *payload)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	// A gap longer than maxReadGap: another listener may have trimmed
+	// records this one never read.
+	gap := now.Sub(q.sent) > maxReadGap
+	q.snap, q.sent = snap, sent
+	if last := q.marks[len(q.marks)-1]; now.Sub(last.at) >= time.Minute {
+		q.marks = append(q.marks, snapMark{at: now, snap: snap})
+	}
+	if gap || overflow {
+		h.resync()
+		return nil
+	}
+	for _, p := range payloads {
+		h.apply(parseChangeNotification(p))
+	}
+	return nil
+}
+
+// trim removes the records of transactions committed before a read's
+// snapshot that is queueKeep old: every listener whose reads are at most
+// maxReadGap apart has read them. A trim that fails (the feed's role may
+// read the queue but not delete from it) is logged once.
+func (q *queueReader) trim(ctx context.Context, h notifyHooks) {
+	i := 0
+	for i < len(q.marks)-1 && time.Since(q.marks[i+1].at) >= queueKeep {
+		i++
+	}
+	if time.Since(q.marks[i].at) < queueKeep {
+		return
+	}
+	mark := q.marks[i]
+	q.marks = q.marks[i+1:]
+	if len(q.marks) == 0 {
+		q.marks = []snapMark{{at: time.Now(), snap: q.snap}}
+	}
+	if _, err := q.conn.Exec(ctx, queueTrimSQL, mark.snap); err != nil && ctx.Err() == nil && !q.trimWarned {
+		q.trimWarned = true
+		if h.warn != nil {
+			h.warn("sqlflight: change feed: cannot trim the change queue (writers trim it now and then)", err)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ type notifyFixture struct {
 	done   chan error
 	cancel context.CancelFunc
 	pid    uint32 // the listener's backend
+	// resyncs counts the listener's resyncs.
+	resyncs atomic.Int64
 }
 
 // newNotifyFixture creates the schema and the table (with odd identifiers),
@@ -68,7 +71,12 @@ func newNotifyFixture(t *testing.T) *notifyFixture {
 	f.cancel = lcancel
 	ready := make(chan struct{})
 	go func() {
-		f.done <- listenChanges(lctx, listener, func(cs []change) { f.got <- cs }, func() { close(ready) })
+		f.done <- listenChanges(lctx, listener, notifyHooks{
+			apply:  func(cs []change) { f.got <- cs },
+			resync: func() { f.resyncs.Add(1) },
+			ready:  func() { close(ready) },
+			warn:   func(msg string, err error) { t.Logf("%s: %v", msg, err) },
+		})
 	}()
 	t.Cleanup(func() {
 		lcancel()
@@ -187,9 +195,15 @@ func TestListenChangesReportsOutsideWrites(t *testing.T) {
 	f.exec(t, "UPDATE "+f.qtable+" SET n = 1 WHERE false", "TRUNCATE "+f.qtable)
 	f.expect(t, "["+tbl+" whole=true old=- new=-]")
 
-	// Another application's payload on the channel: every table.
-	f.exec(t, "NOTIFY "+NotifyChannel+", 'hello'")
-	f.expect(t, `["" whole=true old=- new=-]`)
+	// Anyone's notification on the channel is a wake-up and nothing more:
+	// it makes the listener read the queue, which holds only what the
+	// triggers wrote.
+	f.exec(t, "NOTIFY "+NotifyChannel+", 'hello'", "NOTIFY "+NotifyChannel+`, '{"v":1,"op":"T","all":true}'`)
+	f.exec(t, "INSERT INTO "+f.qtable+" VALUES (4, 'after')")
+	f.expect(t, row("new", "id", "4", "n", "<null>", "v x", "after"))
+	if n := f.resyncs.Load(); n != 0 {
+		t.Errorf("%d resyncs", n)
+	}
 
 	select {
 	case cs := <-f.got:

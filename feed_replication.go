@@ -67,6 +67,9 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 		_ = conn.Close(cctx)
 	}()
 
+	if err := f.sameServer(ctx, conn); err != nil {
+		return err
+	}
 	pub := f.s.feedPublication()
 	if err := checkReplication(ctx, conn, pub); err != nil {
 		return err

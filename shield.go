@@ -234,6 +234,20 @@ type Options struct {
 	// Changes to tables outside it are not seen.
 	FeedPublication string
 
+	// FeedDSN is a PostgreSQL DSN (URL or key=value, as pgx reads it) for
+	// the feed's own connection (DSN: sqlflight.feed_dsn, URL-encoded),
+	// so that the feed may run as a role of its own: a replication feed's
+	// role needs the REPLICATION attribute, a notify feed's must be the
+	// role that installed the triggers (it reads their queue), and the
+	// application's role then needs neither. It must reach the scope's
+	// database: a feed whose connection reaches another fails with
+	// ErrFeedUnavailable. Zero: the feed connects as the scope's
+	// connections do, which takes a pgx (v5) parent; a scope of another
+	// driver (lib/pq, pgx v4, bun's pgdriver) needs FeedDSN for a feed.
+	// Its value (a password) is never shown in an error, a log line or
+	// Stats.
+	FeedDSN string
+
 	// FeedLeaseTTL is how long the lease of a fleet's feed holder lasts
 	// unless renewed (DSN: sqlflight.feed_lease_ttl; zero:
 	// DefaultFeedLeaseTTL): when the holder dies, another instance takes

@@ -17,7 +17,21 @@ const TriggerSchema = "sqlflight"
 // triggerFunction is the triggers' function, as regprocedure input.
 const triggerFunction = TriggerSchema + ".notify_changes()"
 
-// triggerFunctionSQL creates (or replaces) the function the triggers run.
+// feedVersion is the comment the install puts on the triggers' function:
+// a feed refuses a function without it (an earlier install, whose triggers
+// notify rows instead of queueing them).
+const feedVersion = "sqlflight change feed 2"
+
+// The queue the triggers append to (see InstallTriggersSQL).
+const (
+	queueTable = TriggerSchema + ".changes"
+	// queueTrimAge: records a running writer trims at random when no
+	// feed trims them (a feed trims its own read records sooner).
+	queueTrimAge = "1 hour"
+)
+
+// triggerFunctionSQL creates (or replaces) the queue and the function the
+// triggers run.
 const triggerFunctionSQL = `DO $sqlflight$
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_namespace
@@ -28,16 +42,34 @@ END
 $sqlflight$;
 
 CREATE SCHEMA IF NOT EXISTS sqlflight;
+REVOKE ALL ON SCHEMA sqlflight FROM PUBLIC;
 
+-- The queue of change records: readable by the installing role alone.
+-- Unlogged: a crash empties it, and every feed connection dies with the
+-- server and resyncs.
+CREATE UNLOGGED TABLE IF NOT EXISTS sqlflight.changes (
+  id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  xid     xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+  at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  payload text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS changes_xid ON sqlflight.changes (xid);
+REVOKE ALL ON TABLE sqlflight.changes FROM PUBLIC;
+
+-- SECURITY DEFINER: the writer's role may not read or write the queue.
+-- Everything below is schema-qualified or resolved in pg_catalog first;
+-- values are printed by their types' output functions (format('%s')),
+-- never through a cast a table's owner could define.
 CREATE OR REPLACE FUNCTION sqlflight.notify_changes() RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan -- its catalog queries' plans, planned once per session
 AS $sqlflight$
 DECLARE
   max_rows    constant int := 1000; -- rows reported per side
   max_value   constant int := 256;  -- longest value text reported, in bytes
-  max_payload constant int := 7999; -- NOTIFY's payload is shorter than 8000 bytes
+  max_payload constant int := 7999; -- a record's payload
   head    text;
   related text;
   cols    text;
@@ -66,7 +98,9 @@ BEGIN
 
   IF TG_OP <> 'TRUNCATE' THEN
     LOOP
-      SELECT string_agg(format('CASE WHEN octet_length(%1$I::text) > %2$s THEN ''false''::json ELSE to_json(%1$I::text) END',
+      SELECT string_agg(format('CASE WHEN pg_catalog.num_nulls(%1$I) = 1 THEN NULL::pg_catalog.json'
+                               ' WHEN pg_catalog.octet_length(pg_catalog.format(''%%s'', %1$I)) > %2$s THEN ''false''::pg_catalog.json'
+                               ' ELSE pg_catalog.to_json(pg_catalog.format(''%%s'', %1$I)) END',
                                a.attname, max_value), ',' ORDER BY a.attnum),
              '[' || string_agg(to_json(a.attname::text)::text, ',' ORDER BY a.attnum) || ']'
         INTO cols, names
@@ -77,11 +111,11 @@ BEGIN
               OR (NOT keys_only AND (ty.typcategory IN ('B', 'D', 'E', 'I', 'N', 'S', 'T') OR ty.oid = 'uuid'::regtype)));
       EXIT WHEN cols IS NULL;
       IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        EXECUTE format('SELECT ''['' || string_agg(array_to_json(ARRAY[%s]::json[])::text, '','') || '']'', count(*) FROM (SELECT * FROM sqlflight_old LIMIT %s) x',
+        EXECUTE format('SELECT ''['' || pg_catalog.string_agg(pg_catalog.array_to_json(ARRAY[%s]::pg_catalog.json[])::text, '','') || '']'', pg_catalog.count(*) FROM (SELECT * FROM sqlflight_old LIMIT %s) x',
                        cols, max_rows + 1) INTO o, o_count;
       END IF;
       IF TG_OP IN ('UPDATE', 'INSERT') THEN
-        EXECUTE format('SELECT ''['' || string_agg(array_to_json(ARRAY[%s]::json[])::text, '','') || '']'', count(*) FROM (SELECT * FROM sqlflight_new LIMIT %s) x',
+        EXECUTE format('SELECT ''['' || pg_catalog.string_agg(pg_catalog.array_to_json(ARRAY[%s]::pg_catalog.json[])::text, '','') || '']'', pg_catalog.count(*) FROM (SELECT * FROM sqlflight_new LIMIT %s) x',
                        cols, max_rows + 1) INTO n, n_count;
       END IF;
       IF o_count = 0 AND n_count = 0 THEN
@@ -89,23 +123,35 @@ BEGIN
       END IF;
       EXIT WHEN o_count > max_rows OR n_count > max_rows;
       payload := head || ',"c":' || names || coalesce(',"o":' || o, '') || coalesce(',"n":' || n, '') || '}';
-      IF octet_length(payload) <= max_payload THEN
-        PERFORM pg_notify('sqlflight_changes', payload);
-        RETURN NULL;
-      END IF;
+      EXIT WHEN octet_length(payload) <= max_payload;
+      payload := NULL;
       EXIT WHEN keys_only;
       keys_only := true;
     END LOOP;
   END IF;
 
-  payload := head || ',"w":true}';
-  IF octet_length(payload) > max_payload THEN
-    payload := '{"v":1,"op":"' || left(TG_OP, 1) || '","all":true}';
+  IF payload IS NULL THEN
+    payload := head || ',"w":true}';
+    IF octet_length(payload) > max_payload THEN
+      payload := '{"v":1,"op":"' || left(TG_OP, 1) || '","all":true}';
+    END IF;
   END IF;
-  PERFORM pg_notify('sqlflight_changes', payload);
+  INSERT INTO sqlflight.changes (payload) VALUES (payload);
+  -- Now and then a writer trims what no feed trimmed (none runs), without
+  -- waiting for another's locks.
+  IF random() < 0.001 THEN
+    DELETE FROM sqlflight.changes WHERE id IN (
+      SELECT q.id FROM sqlflight.changes q WHERE q.at < now() - interval '` + queueTrimAge + `'
+       ORDER BY q.id LIMIT 1000 FOR UPDATE SKIP LOCKED);
+  END IF;
+  -- A wake-up: the same empty payload, so one per transaction.
+  PERFORM pg_notify('sqlflight_changes', '');
   RETURN NULL;
 END
 $sqlflight$;
+
+REVOKE ALL ON FUNCTION sqlflight.notify_changes() FROM PUBLIC;
+COMMENT ON FUNCTION sqlflight.notify_changes() IS '` + feedVersion + `';
 `
 
 // triggerTargets is the PL/pgSQL that sets rels to the tables a DO block
@@ -253,6 +299,7 @@ func UninstallTriggersSQL(schema string, tables ...string) string {
     EXCEPTION WHEN dependent_objects_still_exist THEN
       RETURN; -- an install elsewhere committed meanwhile: keep the function
     END;
+    DROP TABLE IF EXISTS sqlflight.changes;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = 'sqlflight')
        AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace WHERE ns.nspname = 'sqlflight')
        AND NOT EXISTS (SELECT FROM pg_catalog.pg_type ty JOIN pg_catalog.pg_namespace ns ON ns.oid = ty.typnamespace WHERE ns.nspname = 'sqlflight') THEN

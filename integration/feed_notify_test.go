@@ -26,7 +26,7 @@ func notifyFeedDatabase(t *testing.T) (dsn string, out *pgx.Conn) {
 func listeners(t *testing.T, out *pgx.Conn) []int32 {
 	t.Helper()
 	rows, err := out.Query(testContext(t, time.Minute), `SELECT pid FROM pg_stat_activity `+
-		`WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`)
+		`WHERE datname = current_database() AND (query ILIKE 'LISTEN%' OR query LIKE '/* sqlflight feed */%') AND pid <> pg_backend_pid()`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,9 @@ func TestNotifyTriggersKeepShieldWritesNarrow(t *testing.T) {
 // TestNotifyTriggersInstallUninstall, in a database of its own (the function
 // and its schema are database-wide): install covers every table of the
 // schema and the partitions of a partitioned table, is idempotent, notifies
-// at commit and never for a rolled-back transaction; uninstall removes the
-// triggers, the function and the schema; a second uninstall is harmless.
+// at commit and never for a rolled-back transaction, with a record of the
+// change in the queue; uninstall removes the triggers, the function, the
+// queue and the schema; a second uninstall is harmless.
 func TestNotifyTriggersInstallUninstall(t *testing.T) {
 	base := postgresDSN(t)
 	ctx := testContext(t, testTimeout)
@@ -107,9 +108,22 @@ func TestNotifyTriggersInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n.Payload != "" {
+		t.Errorf("the notification carries %q: a wake-up carries nothing", n.Payload)
+	}
+	// The change itself is a record of the queue, and the rolled-back
+	// insert left none.
 	want := `{"v":1,"s":"app","t":"events","op":"I","r":[["app", "events_2024"]],"c":["id","at"],"n":[["7","2024-06-01"]]}`
-	if n.Payload != want {
-		t.Errorf("first notification %s\nwant %s (nothing for the rolled-back insert)", n.Payload, want)
+	rows, err := conn.Query(ctx, `SELECT payload FROM sqlflight.changes ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 || records[0] != want {
+		t.Errorf("queue %q\nwant [%s] (nothing for the rolled-back insert)", records, want)
 	}
 
 	exec(sqlflight.UninstallTriggersSQL("app", "items"))
