@@ -322,8 +322,14 @@ func (f *scopeFeed) setState(to string, err error) {
 	}
 	switch to {
 	case feedDown, feedLagging:
-		f.s.log.Warn("sqlflight: change feed "+to, "mode", string(f.mode), "from", from, errAttr(err),
-			"lag", time.Duration(f.lag.Load()))
+		attrs := []any{"mode", string(f.mode), "from", from, errAttr(err), "lag", time.Duration(f.lag.Load())}
+		// An ErrFeedUnavailable's reason is the feed's own words (no data,
+		// no secret): it says what to fix.
+		var fe *feedError
+		if errors.As(err, &fe) {
+			attrs = append(attrs, "reason", fe.reason)
+		}
+		f.s.log.Warn("sqlflight: change feed "+to, attrs...)
 	default:
 		f.s.log.Info("sqlflight: change feed "+to, "mode", string(f.mode), "from", from)
 	}

@@ -29,8 +29,8 @@ var (
 )
 
 // maxQueueRead and maxQueueBytes bound the records one read takes; a
-// larger backlog is a resync.
-const (
+// larger backlog is a resync. Variables, for tests.
+var (
 	maxQueueRead  = 10000
 	maxQueueBytes = 8 << 20
 )
