@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sqlflight/sqlflight"
@@ -21,7 +19,8 @@ const notifyWriters = 16
 // BenchmarkNotifyTriggersWriteThroughput measures what the NOTIFY feed's
 // triggers cost writers: 16 plain pgx clients run single-row UPDATEs by
 // primary key (autocommit) on a 10,000-row table, without and with the
-// triggers. Each sub-benchmark reports tx/s.
+// triggers (and a Shield whose feed reads their queue). Each sub-benchmark
+// reports tx/s.
 //
 //	go test ./integration -run '^$' -bench NotifyTriggersWriteThroughput -benchtime 20000x
 func BenchmarkNotifyTriggersWriteThroughput(b *testing.B) {
@@ -57,30 +56,15 @@ func BenchmarkNotifyTriggersWriteThroughput(b *testing.B) {
 			} else {
 				mustExec(b, admin, sqlflight.UninstallTriggersSQL(schema, "accounts"))
 			}
-			// A listener, as a Shield with the NOTIFY feed has; it reads
-			// what the writers send so that the queue never fills.
-			lctx, stop := context.WithCancel(ctx)
-			var lwg sync.WaitGroup
+			// A Shield with the NOTIFY feed, which reads the queue the
+			// writers fill.
 			if tc.triggers {
-				l, err := pgx.Connect(ctx, base)
-				if err != nil {
+				db, s := openFlight(b, base, sqlflight.Options{Feed: sqlflight.FeedNotify})
+				if err := db.PingContext(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := l.Exec(ctx, "LISTEN "+sqlflight.NotifyChannel); err != nil {
-					b.Fatal(err)
-				}
-				lwg.Add(1)
-				go func() {
-					defer lwg.Done()
-					defer l.Close(context.Background())
-					for {
-						if _, err := l.WaitForNotification(lctx); err != nil {
-							return
-						}
-					}
-				}()
+				defer func() { b.Logf("feed: %s", feedStats(s)) }()
 			}
-			defer func() { stop(); lwg.Wait() }()
 
 			var next sync.Mutex
 			left := b.N
