@@ -1,8 +1,13 @@
 package sqlflight
 
 import (
+	"bytes"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql/driver"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +37,19 @@ import (
 // take as they are: "int", "int8", "int16", "int32", "uint", "uint16",
 // "uint32", "uint64", "float32". The fingerprint and the policy only inform: Prewarm
 // scans the text again and judges it under its own Shield's policy.
+//
+// With a fleet secret (Options.SharedSecret), SaveHotSet seals the hot set
+// in an envelope:
+//
+//	{"format": "sqlflight-hotset-sealed", "version": 1,
+//	 "mac": "9c1e…",
+//	 "hotset": {"format": "sqlflight-hotset", "version": 1, …}}
+//
+// mac is the hex of HMAC-SHA256, under the hot set key of the secret
+// (hotSetKey), of the bytes of hotset's value exactly as they stand in the
+// file, from its "{" to its "}". Prewarm checks the MAC over those very
+// bytes and then reads those very bytes: nothing is encoded again, so no
+// two readings of one file can differ.
 
 const (
 	hotSetFormat  = "sqlflight-hotset"
@@ -43,6 +61,10 @@ const (
 	maxHotStatements     = 256
 	maxHotArgs           = 256
 	maxHotSetBytes       = 8 << 20
+
+	// The envelope of a sealed hot set.
+	sealedHotSetFormat  = "sqlflight-hotset-sealed"
+	sealedHotSetVersion = 1
 )
 
 type hotSet struct {
@@ -76,6 +98,16 @@ type typedValue struct {
 // be read: not JSON, another format or version, or over its bounds.
 var ErrBadHotSet = errors.New("sqlflight: bad hot set")
 
+// ErrHotSetUnsealed is wrapped by the error of Prewarm when the hot set it
+// is given (PrewarmOptions.From) does not carry a seal that verifies under
+// the Shield's fleet secret (Options.SharedSecret, or
+// SharedPreviousSecret): the seal is missing, its MAC is wrong (the file
+// was changed after SaveHotSet wrote it, or sealed under another secret),
+// or the Shield has no secret to check it with. Nothing of such a file is
+// replayed, unless PrewarmOptions.TrustFile says that only the
+// application can write it.
+var ErrHotSetUnsealed = errors.New("sqlflight: hot set not sealed by this fleet")
+
 // SaveHotSet writes the Shield's hot set to w: its 32 hottest statements
 // that are shared and cached under a TTL, each with its hottest keys
 // whose arguments are plain values within 1 KiB (at most 8 per
@@ -84,11 +116,136 @@ var ErrBadHotSet = errors.New("sqlflight: bad hot set")
 // on shutdown, and give the file to Prewarm in the next instance. The
 // snapshot holds the arguments of the hottest keys: keep it as you keep
 // the application's logs, or better.
+//
+// With a fleet secret (Options.SharedSecret), the hot set is sealed: a
+// MAC under a key derived from the secret covers its exact bytes, and
+// Prewarm replays it only if the MAC verifies under SharedSecret or
+// SharedPreviousSecret. Without a secret it is written unsealed, and
+// Prewarm refuses it (ErrHotSetUnsealed) unless PrewarmOptions.TrustFile
+// is set. A secret shorter than MinSharedSecret is an error wrapping
+// ErrNoSharedSecret, and nothing is written.
 func (s *Shield) SaveHotSet(w io.Writer) error {
+	keys, err := hotSetKeys(&s.opts)
+	if err != nil {
+		return err
+	}
 	hs := s.hotSet(defaultHotStatements, hotKeyCapacity)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(hs)
+	if len(keys) == 0 {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(hs)
+	}
+	_, err = w.Write(sealHotSet(hs, keys[0]))
+	return err
+}
+
+// sealHotSet returns hs in the sealed envelope, its MAC under key.
+func sealHotSet(hs *hotSet, key []byte) []byte {
+	body, err := json.MarshalIndent(hs, " ", " ")
+	if err != nil {
+		panic("sqlflight: a hot set does not encode: " + err.Error()) // only plain strings and numbers
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{\"format\": %q, \"version\": %d,\n \"mac\": %q,\n \"hotset\": ",
+		sealedHotSetFormat, sealedHotSetVersion, hex.EncodeToString(hotSetMAC(key, body)))
+	b.Write(body)
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// hotSetKey derives the key that seals hot sets from a fleet secret:
+// HKDF-SHA256 with a salt and a label of its own, so that it is
+// independent of every key the shared tier derives from the same secret
+// (internal/seal): a MAC of one never passes for the other's.
+func hotSetKey(secret string) []byte {
+	k, err := hkdf.Key(sha256.New, []byte(secret), []byte("sqlflight hot set"), "hot set mac v1", 32)
+	if err != nil {
+		panic("sqlflight: " + err.Error()) // only for lengths out of HKDF's range
+	}
+	return k
+}
+
+// hotSetKeys returns the hot set keys of o's secrets, the current one
+// first (it seals) and then the previous one (it only verifies): none
+// without a secret, or an error wrapping ErrNoSharedSecret for a secret
+// shorter than MinSharedSecret.
+func hotSetKeys(o *Options) ([][]byte, error) {
+	switch {
+	case o.SharedSecret == "":
+		return nil, nil
+	case len(o.SharedSecret) < MinSharedSecret:
+		return nil, fmt.Errorf("%w: SharedSecret is shorter than %d bytes: the hot set cannot be sealed", ErrNoSharedSecret, MinSharedSecret)
+	case o.SharedPreviousSecret != "" && len(o.SharedPreviousSecret) < MinSharedSecret:
+		return nil, fmt.Errorf("%w: SharedPreviousSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
+	}
+	keys := [][]byte{hotSetKey(o.SharedSecret)}
+	if o.SharedPreviousSecret != "" && o.SharedPreviousSecret != o.SharedSecret {
+		keys = append(keys, hotSetKey(o.SharedPreviousSecret))
+	}
+	return keys, nil
+}
+
+// hotSetMAC is the MAC of a hot set's bytes under key.
+func hotSetMAC(key, body []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// hotSetFile is what Prewarm first reads of a file: the envelope of a
+// sealed hot set, or (Format hotSetFormat, without MAC and HotSet) an
+// unsealed one. HotSet keeps the bytes of its value as they are in the
+// file: they are what the MAC covers and what is then read.
+type hotSetFile struct {
+	Format  string          `json:"format"`
+	Version int             `json:"version"`
+	MAC     string          `json:"mac"`
+	HotSet  json.RawMessage `json:"hotset"`
+}
+
+// openHotSet returns the hot set in data, a file read whole: the body of a
+// sealed one once its MAC verifies under one of keys, or an unsealed one
+// as it is. Unless trust, an unsealed file, a sealed one whose MAC does
+// not verify, and any file when keys is empty are refused with
+// ErrHotSetUnsealed; with trust, no seal is checked. A file that is not a
+// hot set fails with ErrBadHotSet.
+func openHotSet(data []byte, keys [][]byte, trust bool) ([]byte, error) {
+	var f hotSetFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadHotSet, err)
+	}
+	switch {
+	case f.Format == hotSetFormat && f.Version == hotSetVersion:
+		if !trust {
+			return nil, fmt.Errorf("%w: the file carries no seal (%s)", ErrHotSetUnsealed, unsealedAdvice(keys))
+		}
+		return data, nil
+	case f.Format != sealedHotSetFormat || f.Version != sealedHotSetVersion:
+		return nil, fmt.Errorf("%w: format %q version %d (want %q version %d, or %q version %d)", ErrBadHotSet,
+			f.Format, f.Version, hotSetFormat, hotSetVersion, sealedHotSetFormat, sealedHotSetVersion)
+	case trust:
+		return f.HotSet, nil
+	case len(keys) == 0:
+		return nil, fmt.Errorf("%w: the Shield has no SharedSecret to verify its seal with", ErrHotSetUnsealed)
+	}
+	mac, err := hex.DecodeString(f.MAC)
+	if err != nil || len(mac) != sha256.Size {
+		return nil, fmt.Errorf("%w: the file's seal is missing or malformed", ErrHotSetUnsealed)
+	}
+	for _, k := range keys {
+		if hmac.Equal(mac, hotSetMAC(k, f.HotSet)) {
+			return f.HotSet, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the seal does not verify: the file was changed after it was saved, or sealed under another secret", ErrHotSetUnsealed)
+}
+
+// unsealedAdvice says why a Shield got an unsealed hot set and what to do.
+func unsealedAdvice(keys [][]byte) string {
+	if len(keys) == 0 {
+		return "the Shield has no SharedSecret, so SaveHotSet cannot seal: set one, or set PrewarmOptions.TrustFile if only the application can write the file"
+	}
+	return "SaveHotSet seals with the Shield's SharedSecret: this file was written without it, or stripped of its seal"
 }
 
 // hotSet returns the Shield's hot set: at most n statements of at most m
@@ -216,11 +373,12 @@ func unsigned(bits int, of func(uint64) driver.Value) func(string) (driver.Value
 	}
 }
 
-// readHotSet reads and checks a hot set, untrusted: at most maxBytes of
-// it, its format and version, and keeps at most n statements of at most m
-// keys, each within the bounds SaveHotSet writes (a text of 16 KiB, 256
+// readHotSet reads and checks a hot set file, untrusted: at most
+// maxHotSetBytes of it, its seal under keys unless trust (openHotSet), its
+// format and version, and keeps at most n statements of at most m keys,
+// each within the bounds SaveHotSet writes (a text of 16 KiB, 256
 // arguments in 1 KiB); a key or a statement out of bounds is dropped.
-func readHotSet(r io.Reader, n, m int) (*hotSet, error) {
+func readHotSet(r io.Reader, keys [][]byte, trust bool, n, m int) (*hotSet, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxHotSetBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadHotSet, err)
@@ -228,7 +386,11 @@ func readHotSet(r io.Reader, n, m int) (*hotSet, error) {
 	if len(data) > maxHotSetBytes {
 		return nil, fmt.Errorf("%w: over %d bytes", ErrBadHotSet, maxHotSetBytes)
 	}
-	return parseHotSet(data, n, m)
+	body, err := openHotSet(data, keys, trust)
+	if err != nil {
+		return nil, err
+	}
+	return parseHotSet(body, n, m)
 }
 
 // parseHotSet is readHotSet on data.

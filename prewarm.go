@@ -29,10 +29,34 @@ type PrewarmOptions struct {
 	DB *sql.DB
 
 	// Where the keys come from: From, a hot set SaveHotSet wrote (read as
-	// untrusted input, at most 8 MiB); else, with FromFleet, the fleet's
-	// hot set in the shared tier (PublishHotSet); else the Shield's own
+	// untrusted input, at most 8 MiB, and replayed only if its seal
+	// verifies, see TrustFile); else, with FromFleet, the fleet's hot set
+	// in the shared tier (PublishHotSet); else the Shield's own
 	// statistics.
 	From io.Reader
+
+	// TrustFile says that From comes from a place only the application
+	// can write: its seal is not checked, and an unsealed hot set is read
+	// too. Without it, From must carry a seal that verifies under the
+	// Shield's SharedSecret or SharedPreviousSecret (SaveHotSet seals with
+	// the first), else Prewarm fails with ErrHotSetUnsealed and runs
+	// nothing: whoever can write the file could otherwise make the
+	// application run any read-only statement it names, with the
+	// application's role, and put its rows in the cache and the shared
+	// tier. A Shield without SharedSecret cannot seal nor verify: its hot
+	// sets are replayed only with TrustFile. Either way, each statement is
+	// still judged as the application's would be (see Prewarm), and
+	// TrustAnnotations still governs pure=.
+	TrustFile bool
+
+	// OnlySeen replays only the statements this Shield's statement
+	// statistics know (Shield.Statements: statements the application sent
+	// through it since it started and that are still counted), whatever
+	// the hot set holds; the others are refused. It is a second bound for
+	// a hot set from a file or the fleet, for an instance that pre-warms
+	// after it served some traffic; with Options.NoStatementStats every
+	// statement is refused.
+	OnlySeen bool
 
 	// FromFleet fills the cache from the shared tier's values only: a key
 	// the tier holds no usable value for is skipped, and no origin query
@@ -94,10 +118,16 @@ var errNotThisShield = errors.New("sqlflight: Prewarm: DB is not opened through 
 // skipped. Callers of the application that ask for a key being warmed join
 // its flight; no error reaches them from Prewarm.
 //
+// A hot set from a file (opts.From) is replayed only when its seal
+// verifies under the Shield's fleet secret, or with opts.TrustFile: else
+// Prewarm fails with ErrHotSetUnsealed before any statement is judged or
+// run.
+//
 // Progress goes to the Shield's logger and to Stats (PrewarmReplayed,
 // PrewarmLoaded, PrewarmSkipped, PrewarmFailed). Prewarm returns an error
-// for a hot set it cannot read (ErrBadHotSet), a DB that is not the
-// Shield's, or, with the report of what was done, when ctx ended first.
+// for a hot set it cannot read (ErrBadHotSet) or whose seal does not
+// verify (ErrHotSetUnsealed), a DB that is not the Shield's, or, with the
+// report of what was done, when ctx ended first.
 func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmReport, error) {
 	var rep PrewarmReport
 	if opts.DB == nil || ShieldOf(opts.DB) != s {
@@ -120,7 +150,7 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 		return rep, errors.New("sqlflight: Prewarm: the cache is closed")
 	}
 	w := &warmer{s: s, c: &conn{s: s, sc: sc}, st: st, fleet: opts.FromFleet,
-		trusted: source == "statistics" || opts.TrustAnnotations, bounded: source != "statistics"}
+		trusted: source == "statistics" || opts.TrustAnnotations, bounded: source != "statistics", onlySeen: opts.OnlySeen}
 	keys := 0
 	for _, hst := range hs.Statements {
 		keys += len(hst.Keys)
@@ -150,7 +180,11 @@ func boundOr(v, def, max int) int {
 func (s *Shield) prewarmSource(ctx context.Context, opts PrewarmOptions, n, m int) (*hotSet, string, error) {
 	switch {
 	case opts.From != nil:
-		hs, err := readHotSet(opts.From, n, m)
+		keys, err := hotSetKeys(&s.opts)
+		if err != nil && !opts.TrustFile {
+			return nil, "snapshot", fmt.Errorf("%w: %w", ErrHotSetUnsealed, err)
+		}
+		hs, err := readHotSet(opts.From, keys, opts.TrustFile, n, m)
 		return hs, "snapshot", err
 	case opts.FromFleet:
 		hs, err := s.fleetHotSet(ctx, n, m)
@@ -186,6 +220,8 @@ type warmer struct {
 	fleet   bool
 	trusted bool // the statements' annotations may vouch with pure=
 	bounded bool // a hot set's texts: their timeout= and limits are clamped to the Options'
+	// onlySeen refuses the statements the Shield's statistics do not know.
+	onlySeen bool
 
 	statements, refused                       atomic.Int64
 	replayed, loaded, skipped, failed, queued atomic.Int64
@@ -235,6 +271,9 @@ func (w *warmer) judge(ctx context.Context, hst hotStatement) (*sqlscan.Result, 
 	f, reason := w.fate(ctx, r, namedArgs(hst.Keys[0].raw))
 	if reason == "" && !w.trusted && len(f.a.pure) > 0 {
 		reason = "its annotation vouches for functions (pure=), which a hot set may not"
+	}
+	if reason == "" && w.onlySeen && w.s.statements.lookup(r.Normalized) == nil {
+		reason = "this Shield has not seen the statement (OnlySeen)"
 	}
 	if reason != "" {
 		w.refused.Add(1)

@@ -20,7 +20,7 @@ func TestPrewarmClampsHotSetLimits(t *testing.T) {
 	hs := `{"format": "sqlflight-hotset", "version": 1, "statements": [
 	 {"fingerprint": "x", "text": "/* sqlflight: ttl=1m maxrows=1000000 maxbytes=400MiB timeout=1h */ SELECT n FROM products WHERE a = $1",
 	  "calls": 9, "keys": [{"calls": 9, "args": [{"t": "int64", "v": "7"}]}]}]}`
-	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: strings.NewReader(hs)})
+	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: strings.NewReader(hs), TrustFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}

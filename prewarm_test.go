@@ -68,7 +68,7 @@ func TestPrewarmSnapshotRoundTrip(t *testing.T) {
 	// A new instance: cold, warmed from the snapshot, then served from it.
 	d := &fakeDriver{}
 	dbB, b := openWarm(t, d)
-	rep, err := b.Prewarm(context.Background(), PrewarmOptions{DB: dbB, From: bytes.NewReader(buf.Bytes())})
+	rep, err := b.Prewarm(context.Background(), PrewarmOptions{DB: dbB, From: bytes.NewReader(buf.Bytes()), TrustFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestPrewarmSnapshotRoundTrip(t *testing.T) {
 	}
 
 	// Again: every key is cached, nothing runs.
-	rep, err = b.Prewarm(context.Background(), PrewarmOptions{DB: dbB, From: bytes.NewReader(buf.Bytes())})
+	rep, err = b.Prewarm(context.Background(), PrewarmOptions{DB: dbB, From: bytes.NewReader(buf.Bytes()), TrustFile: true})
 	if err != nil || rep.Skipped != 3 || rep.Replayed != 0 || d.queries.Load() != before {
 		t.Fatalf("second pre-warm: %+v %v", rep, err)
 	}
@@ -159,7 +159,7 @@ func TestPrewarmRefusesHostileSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data)})
+	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data), TrustFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestPrewarmRefusesHostileSnapshot(t *testing.T) {
 	trusted := map[string]any{"format": "sqlflight-hotset", "version": 1, "statements": []any{
 		stmt("/* sqlflight: ttl=1h pure=bump */ SELECT bump($1)", one)}}
 	data, _ = json.Marshal(trusted)
-	rep, err = s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data), TrustAnnotations: true})
+	rep, err = s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data), TrustFile: true, TrustAnnotations: true})
 	if err != nil || rep.Replayed != 1 {
 		t.Fatalf("trusted: %+v %v", rep, err)
 	}
@@ -237,7 +237,7 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 		hs.Statements = append(hs.Statements, hst)
 	}
 	data, _ := json.Marshal(hs)
-	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data), Concurrency: 3})
+	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(data), TrustFile: true, Concurrency: 3})
 	if err != nil || rep.Replayed != 32 {
 		t.Fatalf("%+v %v", rep, err)
 	}

@@ -59,7 +59,7 @@ func TestPrewarmAfterRestart(t *testing.T) {
 		// A restart that pre-warms before it takes the wave.
 		warm, b := openFlight(t, dsn)
 		before = sequenceCalls(t, admin, seq)
-		rep, err := b.Prewarm(ctx, sqlflight.PrewarmOptions{DB: warm, From: bytes.NewReader(snap.Bytes()),
+		rep, err := b.Prewarm(ctx, sqlflight.PrewarmOptions{DB: warm, From: bytes.NewReader(snap.Bytes()), TrustFile: true,
 			Concurrency: conc, TrustAnnotations: true})
 		if err != nil || rep.Replayed != hot || rep.Failed != 0 {
 			t.Fatalf("Prewarm: %+v, %v", rep, err)
@@ -128,7 +128,7 @@ func TestPrewarmRefusesHostileSnapshot(t *testing.T) {
 	}
 	data, _ := json.Marshal(map[string]any{"format": "sqlflight-hotset", "version": 1, "statements": sts})
 	db, s := openFlight(t, dsn)
-	rep, err := s.Prewarm(ctx, sqlflight.PrewarmOptions{DB: db, From: bytes.NewReader(data)})
+	rep, err := s.Prewarm(ctx, sqlflight.PrewarmOptions{DB: db, From: bytes.NewReader(data), TrustFile: true})
 	if err != nil || rep.Refused != len(statements) || rep.Replayed != 0 {
 		t.Fatalf("%+v %v", rep, err)
 	}

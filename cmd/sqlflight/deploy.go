@@ -92,7 +92,7 @@ func prewarmWay(ctx context.Context, w io.Writer, be backend, cfg demoConfig, sh
 	}
 	be.peak(ctx) // reset
 	// The demo's own hot set: its pure= entries may vouch for slow_price.
-	rep, err := shield.Prewarm(ctx, sqlflight.PrewarmOptions{DB: db, From: bytes.NewReader(snap),
+	rep, err := shield.Prewarm(ctx, sqlflight.PrewarmOptions{DB: db, From: bytes.NewReader(snap), TrustFile: true,
 		Concurrency: cfg.warmConc, TrustAnnotations: true})
 	if err != nil {
 		return 0, 0, fmt.Errorf("pre-warming: %w", err)
