@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -128,5 +129,33 @@ func TestTrustedTierIsVisible(t *testing.T) {
 	_ = c.Close()
 	if s3.Stats().SharedTrusted || strings.Contains(buf3.String(), trustedWarning) {
 		t.Fatalf("a tier with a secret shows as trusted:\n%s", buf3.String())
+	}
+}
+
+// TestFeedDSNParameter: sqlflight.feed_dsn sets Options.FeedDSN; one that
+// does not parse is refused without showing it; a DSN may not replace the
+// code's FeedDSN.
+func TestFeedDSNParameter(t *testing.T) {
+	const feed = "postgres://feeder:s3cr3t-pw@db.internal:5432/app"
+	var o Options
+	if err := applyDSN(&o, map[string]string{"feed_dsn": feed}); err != nil || o.FeedDSN != feed {
+		t.Fatalf("feed_dsn: %v, FeedDSN %q", err, o.FeedDSN)
+	}
+	const bad = "postgres://feeder:s3cr3t-pw@db.internal:notaport/app"
+	err := applyDSN(&o, map[string]string{"feed_dsn": bad})
+	if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("a malformed feed_dsn: %v", err)
+	}
+	_, _, err = splitDSN("postgres://h/db?sqlflight.feed_dsn=" + url.QueryEscape(feed) + "&sqlflight.feed_dsn=x")
+	if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("a repeated feed_dsn: %v", err)
+	}
+	code := Options{FeedDSN: feed}
+	err = dsnMayNotWeaken(&code, false, map[string]string{"feed_dsn": "postgres://other@h/app"})
+	if !errors.Is(err, ErrBadDSN) || !strings.Contains(err.Error(), "feed_dsn") {
+		t.Fatalf("a DSN replacing the code's FeedDSN: %v", err)
+	}
+	if !secretParam("feed_dsn") {
+		t.Fatal("feed_dsn's value may be shown")
 	}
 }

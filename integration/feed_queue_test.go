@@ -233,3 +233,54 @@ func TestFeedNotifyOwnRole(t *testing.T) {
 		t.Fatalf("the error shows the FeedDSN: %v", err)
 	}
 }
+
+// TestFeedNotifyOtherDrivers: a scope of lib/pq has no pgx connection to
+// give its feed: without Options.FeedDSN its first Connect says so; with
+// it, outside writes reach its cached reads.
+func TestFeedNotifyOtherDrivers(t *testing.T) {
+	dsn, out := notifyFeedDatabase(t)
+	db, _ := openParent(t, "libpq", dsn, sqlflight.Options{Feed: sqlflight.FeedNotify})
+	err := db.PingContext(testContext(t, time.Minute))
+	if !errors.Is(err, sqlflight.ErrFeedUnavailable) || !strings.Contains(err.Error(), "FeedDSN") {
+		t.Fatalf("lib/pq without FeedDSN: %v", err)
+	}
+	db, s := openParent(t, "libpq", dsn, sqlflight.Options{Feed: sqlflight.FeedNotify, FeedDSN: dsn})
+	if v := readV(t, db, 1); v != "a" {
+		t.Fatalf("read = %q", v)
+	}
+	n := s.Stats().FeedTransactions
+	outExec(t, out, `UPDATE items SET v = 'outside' WHERE id = 1`)
+	waitTx(t, s, n)
+	if v := readV(t, db, 1); v != "outside" {
+		t.Fatalf("after an outside write the read through lib/pq is %q", v)
+	}
+}
+
+// TestFeedReplicationOwnRole: the application's role lacks REPLICATION;
+// its replication feed fails without Options.FeedDSN and runs with one
+// (a role that has it), and outside writes reach the cached reads.
+func TestFeedReplicationOwnRole(t *testing.T) {
+	dsn := feedDatabase(t, true)
+	out := outsider(t, dsn)
+	outExec(t, out, `CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
+	app := newRole(t, out, "app")
+	outExec(t, out, "GRANT SELECT, INSERT, UPDATE, DELETE ON items TO "+app)
+	appDSN := dsnAsUser(t, dsn, app)
+
+	db, _ := openFlight(t, appDSN, feedOptions())
+	if err := db.PingContext(testContext(t, time.Minute)); !errors.Is(err, sqlflight.ErrFeedUnavailable) || !strings.Contains(err.Error(), "REPLICATION") {
+		t.Fatalf("a replication feed as a role without REPLICATION: %v", err)
+	}
+	opts := feedOptions()
+	opts.FeedDSN = dsn
+	db, s := openFlight(t, appDSN, opts)
+	if v := readV(t, db, 1); v != "a" {
+		t.Fatalf("read = %q", v)
+	}
+	n := s.Stats().FeedTransactions
+	outExec(t, out, `UPDATE items SET v = 'outside' WHERE id = 1`)
+	waitTx(t, s, n)
+	if v := readV(t, db, 1); v != "outside" {
+		t.Fatalf("after an outside write the read is %q", v)
+	}
+}
