@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/internal/leaktest"
 	"github.com/sqlflight/sqlflight/prom"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // testDriver is a trivial database: every query returns one row (1), every
 // exec affects one row.

@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
+	"github.com/sqlflight/sqlflight/internal/leaktest"
 
 	"github.com/sqlflight/sqlflight"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leaktest.VerifyTestMain(m)
 }
 
 // redisAddr is the test server's address (SQLFLIGHT_REDIS_ADDR); tests skip

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight"
-	"go.uber.org/goleak"
+	"github.com/sqlflight/sqlflight/internal/leaktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // gate returns a hold function that, in the protected ways, keeps the origin
 // execution running until every caller of the wave waits on its flight, so
