@@ -15,6 +15,19 @@ type LivePageOptions struct {
 	// Misdirected Request: a web page in an operator's browser cannot read
 	// the live page through DNS rebinding.
 	AllowedHosts []string
+
+	// ShowArguments shows the application's values on the page as they
+	// are: the arguments of the statements' hottest keys, the literals of
+	// the statement texts, and the statements' fingerprints. Without it
+	// (the default) the page shows, for each of them, a keyed hash ("#"
+	// and 12 hex digits of an HMAC-SHA256 under a random key of the
+	// Shield): one value shows as one hash for as long as the Shield runs,
+	// and nobody can tell a value from its hash by hashing guesses.
+	//
+	// The values are other users' data (session tokens, e-mail addresses,
+	// tenants' ids): set it only where whoever reaches the page may read
+	// every tenant's rows.
+	ShowArguments bool
 }
 
 // HandlerWith is Handler with options.
