@@ -264,3 +264,16 @@ func TestLivePageTrusted(t *testing.T) {
 		}
 	}
 }
+
+// TestHideValuesKeepsTheCount: printArgs' "… N more", last of a key's
+// arguments, is a count, not a value, and stays; anything else is hashed.
+func TestHideValuesKeepsTheCount(t *testing.T) {
+	p := livePage{Statements: []liveStatement{{SQL: "SELECT $1", Fingerprint: "f",
+		HotKeys: []HotKey{{Hash: "h", Args: []string{`"… 2 more"`, "… 3 more", "… 4 more"}}}}}}
+	p.hideValues(newValueHasher(make([]byte, 32)))
+	args := p.Statements[0].HotKeys[0].Args
+	if !pageHash.MatchString(args[0]) || !pageHash.MatchString(args[1]) || args[2] != "… 4 more" ||
+		p.Statements[0].SQL != "SELECT $1" || p.Statements[0].Fingerprint != "f" || !pageHash.MatchString(p.Statements[0].HotKeys[0].Hash) {
+		t.Errorf("hidden: %+v", p.Statements[0])
+	}
+}
