@@ -9,8 +9,9 @@ import (
 
 // Mount the live page on the application's debug listener, next to
 // net/http/pprof: the page at /debug/sqlflight/, its JSON at
-// /debug/sqlflight/json. It shows SQL text and arguments: keep the
-// listener private. (Compiled, not run.)
+// /debug/sqlflight/json. It shows SQL texts, with arguments and literals
+// as keyed hashes (LivePageOptions.ShowArguments shows their values):
+// keep the listener private. (Compiled, not run.)
 func ExampleHandler() {
 	shield := sqlflight.New()
 	defer shield.Close()

@@ -53,7 +53,8 @@ func getLive(t *testing.T, h http.Handler, target string) *httptest.ResponseReco
 // Shield's stats, the load between samples, and the advice.
 func TestLivePageJSON(t *testing.T) {
 	_, s, clock := livePageDB(t)
-	h := Handler(s)
+	// The texts as they are, hostile literal and all.
+	h := HandlerWith(s, LivePageOptions{ShowArguments: true})
 	getLive(t, h, "/json") // the first sample
 	clock.Add(2 * time.Second)
 
@@ -185,7 +186,7 @@ func TestLivePageLoad(t *testing.T) {
 // answers GET alone.
 func TestLivePageHTML(t *testing.T) {
 	_, s, _ := livePageDB(t)
-	h := Handler(s)
+	h := HandlerWith(s, LivePageOptions{ShowArguments: true}) // the texts as they are, hostile literal and all
 	for _, target := range []string{"/", "", "/anything"} {
 		w := getLive(t, h, "/"+strings.TrimPrefix(target, "/"))
 		body := w.Body.String()

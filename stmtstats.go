@@ -1,6 +1,7 @@
 package sqlflight
 
 import (
+	"crypto/rand"
 	"database/sql/driver"
 	"fmt"
 	"hash/maphash"
@@ -180,7 +181,9 @@ type Latency struct {
 // sharing path (a Space-Saving count, over by at most Error), a hash of the
 // key (stable within the process), and its arguments in print, each cut at
 // 64 bytes and 256 in all. The arguments are kept in memory for this API
-// only; they never go to a log or a metric.
+// (and Shield.SaveHotSet) only: they never go to a log or a metric, and the
+// live page shows keyed hashes of them unless LivePageOptions.ShowArguments
+// is set. Shield.Statements, seen only by the application, keeps them.
 type HotKey struct {
 	Hash  string   `json:"hash"`
 	Calls uint64   `json:"calls"`
@@ -252,6 +255,21 @@ type stmtTable struct {
 	mu    sync.Mutex
 	slots []*stmtStats
 	cap   int // zero: statementCapacity
+
+	// pageKey is the key under which the live page hashes the values it
+	// does not show (arguments, literals): drawn at random on first use,
+	// so that a hash is stable within the Shield and cannot be computed
+	// outside it.
+	pageKeyOnce sync.Once
+	pageKey     [32]byte
+}
+
+// valueKey returns the Shield's key for the live page's hashes of values.
+func (t *stmtTable) valueKey() []byte {
+	t.pageKeyOnce.Do(func() {
+		_, _ = rand.Read(t.pageKey[:]) // crypto/rand: never fails (Go 1.24 on)
+	})
+	return t.pageKey[:]
 }
 
 // of counts a call of r and returns its statement's counters and the

@@ -66,7 +66,9 @@ func TestLivePageBrowser(t *testing.T) {
 	db, sh := openFlight(t, dsn, sqlflight.Options{Clock: clock})
 
 	mux := http.NewServeMux()
-	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", sqlflight.Handler(sh)))
+	// The texts and arguments as they are: the hostile ones must show as text.
+	live := sqlflight.HandlerWith(sh, sqlflight.LivePageOptions{ShowArguments: true})
+	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", live))
 	srv := httptest.NewServer(mux) // loopback only
 	t.Cleanup(srv.Close)
 	pageURL := srv.URL + "/debug/sqlflight/"

@@ -36,6 +36,25 @@
 // label), then closed ones, up to that number. sqlflight_breaker_open_scopes
 // counts every scope whatever the cap.
 //
+// A Shield whose shared tier is trusted without a secret
+// (InsecureTrustSharedTier, Stats.SharedTrusted) exports
+// sqlflight_shared_trusted 1 (0 for a tier with a secret), with the other
+// metrics of its tier: whoever can write to such a tier can make the
+// Shield serve rows of their choosing, so alert on it.
+//
+// The per-policy-name metrics (sqlflight_policy_*, label name) are
+// exported for at most DefaultMaxNames names per scrape, the busiest by
+// queries (ties by name), or the number WithMaxNames sets;
+// sqlflight_policy_names_dropped counts the names a scrape left out. A
+// Shield counts at most 1,000 names apart (later ones count under
+// "_other"), each at most sqlflight.MaxNameLen (128) bytes, and each name
+// makes 7 series (24 samples, its histogram's buckets included): with
+// 1,001 names of 58 bytes a scrape measured 3.3 MB (24,201 lines), with
+// the default cap 219 KB (1,713 lines), without names 10 KB.
+// A name that falls out of the top and comes back goes on with its
+// cumulative counts, so rate() over it stays right but for the scrapes it
+// missed. WithoutNames leaves them all out.
+//
 // Label values (the shield name, policy names, scopes) are made valid UTF-8 before
 // they reach Prometheus, each invalid byte sequence becoming U+FFFD; policy
 // names that then coincide are exported as one. A name= annotation that is
@@ -74,12 +93,17 @@ var FeedStates = []string{"starting", "current", "lagging", "down", "standby"}
 // scrape exports.
 const MaxBreakerScopes = 10
 
+// DefaultMaxNames is the most policy names whose sqlflight_policy_* series
+// a scrape exports, unless WithMaxNames sets another number.
+const DefaultMaxNames = 64
+
 // An Option configures a collector.
 type Option func(*config)
 
 type config struct {
-	shield string
-	names  bool
+	shield   string
+	names    bool
+	maxNames int
 }
 
 // WithShieldName sets the value of the constant shield label of every
@@ -88,16 +112,24 @@ func WithShieldName(name string) Option {
 	return func(c *config) { c.shield = name }
 }
 
-// WithoutNames leaves out the per-policy-name metrics (sqlflight_policy_*),
-// for a Shield with many name= annotations.
+// WithoutNames leaves out the per-policy-name metrics (sqlflight_policy_*
+// and sqlflight_policy_names_dropped).
 func WithoutNames() Option {
 	return func(c *config) { c.names = false }
 }
 
+// WithMaxNames sets the most policy names whose sqlflight_policy_* series
+// a scrape exports, the busiest by queries (default DefaultMaxNames); n < 1
+// exports every name the Shield counts (at most 1,001).
+func WithMaxNames(n int) Option {
+	return func(c *config) { c.maxNames = n }
+}
+
 // Collector is a prometheus.Collector of one Shield's Stats.
 type Collector struct {
-	s     *sqlflight.Shield
-	names bool
+	s        *sqlflight.Shield
+	names    bool
+	maxNames int // < 1: every name
 
 	counters []counter
 	gauges   []gauge
@@ -106,12 +138,13 @@ type Collector struct {
 
 	feedState, feedLag, feedDelay *prometheus.Desc
 
-	sharedUp                                      *prometheus.Desc
+	sharedUp, sharedTrusted                       *prometheus.Desc
 	bypassed, cacheHits, breakerState             *prometheus.Desc
 	breakerOpenScopes, breakerScopeState          *prometheus.Desc
 	originDuration, followerWait, probeDuration   *prometheus.Desc
 	policyQueries, policyHits, policyMisses       *prometheus.Desc
 	policyOrigin, policyErrors, policyOriginHisto *prometheus.Desc
+	policyNamesDropped                            *prometheus.Desc
 }
 
 // A counter is one unlabelled counter and the Stats field it reads.
@@ -130,7 +163,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns a Collector of s's Stats.
 func New(s *sqlflight.Shield, opts ...Option) *Collector {
-	cfg := config{shield: DefaultShieldName, names: true}
+	cfg := config{shield: DefaultShieldName, names: true, maxNames: DefaultMaxNames}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -138,7 +171,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("sqlflight_"+name, help, labels, constLabels)
 	}
-	c := &Collector{s: s, names: cfg.names}
+	c := &Collector{s: s, names: cfg.names, maxNames: cfg.maxNames}
 	cnt := func(name, help string, value func(*sqlflight.Stats) uint64) {
 		c.counters = append(c.counters, counter{desc(name, help), value})
 	}
@@ -256,6 +289,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	c.breakerOpenScopes = desc("breaker_open_scopes", "Scopes (databases) whose circuit breaker is open or half-open.")
 	c.breakerScopeState = desc("breaker_scope_state", "State of a scope's circuit breaker: 0 closed, 1 half-open, 2 open (at most MaxBreakerScopes scopes, those not closed first).", "scope")
 	c.sharedUp = desc("shared_up", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).")
+	c.sharedTrusted = desc("shared_trusted", "Whether the shared tier is trusted without a secret (InsecureTrustSharedTier): 1 when whoever can write to it can make this Shield serve rows of their choosing, 0 with a secret.")
 	c.originDuration = desc("origin_duration_seconds", "Duration of shared origin queries (query and materialization).")
 	c.probeDuration = desc("probe_duration_seconds", "Duration of the server's verdict on a new statement shape.")
 	c.followerWait = desc("follower_wait_seconds", "Time followers waited for a shared flight.")
@@ -265,6 +299,7 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 	c.policyOrigin = desc("policy_origin_executions_total", "Shared-flight queries of a policy name that reached the database.", "name")
 	c.policyErrors = desc("policy_origin_errors_total", "Shared-flight queries of a policy name that failed.", "name")
 	c.policyOriginHisto = desc("policy_origin_duration_seconds", "Duration of shared origin queries of a policy name.", "name")
+	c.policyNamesDropped = desc("policy_names_dropped", "Policy names whose sqlflight_policy_* series this scrape left out: the least busy by queries, beyond the collector's cap (WithMaxNames).")
 	return c
 }
 
@@ -292,6 +327,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.feedLag
 	ch <- c.feedDelay
 	ch <- c.sharedUp
+	ch <- c.sharedTrusted
 	ch <- c.bypassed
 	ch <- c.cacheHits
 	ch <- c.breakerState
@@ -307,6 +343,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.policyOrigin
 		ch <- c.policyErrors
 		ch <- c.policyOriginHisto
+		ch <- c.policyNamesDropped
 	}
 }
 
@@ -326,6 +363,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if v, ok := sharedStates[st.SharedState]; ok {
 			ch <- prometheus.MustNewConstMetric(c.sharedUp, prometheus.GaugeValue, v)
 		}
+		trusted := 0.0
+		if st.SharedTrusted {
+			trusted = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.sharedTrusted, prometheus.GaugeValue, trusted)
 	}
 	if st.FeedState != "" { // a change feed: see the package documentation
 		for _, m := range c.feed {
@@ -375,7 +417,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !c.names {
 		return
 	}
-	for name, ns := range validNames(st.Names) {
+	names, dropped := busiestNames(validNames(st.Names), c.maxNames)
+	ch <- prometheus.MustNewConstMetric(c.policyNamesDropped, prometheus.GaugeValue, float64(dropped))
+	for name, ns := range names {
 		ch <- prometheus.MustNewConstMetric(c.policyQueries, prometheus.CounterValue, float64(ns.Queries), name)
 		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.FreshHits), name, "fresh")
 		ch <- prometheus.MustNewConstMetric(c.policyHits, prometheus.CounterValue, float64(ns.StaleHits), name, "stale")
@@ -404,6 +448,32 @@ func validNames(names map[string]sqlflight.NameStats) map[string]sqlflight.NameS
 		out[v] = ns
 	}
 	return out
+}
+
+// busiestNames returns the limit names of names with the most queries
+// (ties by name; every one when limit < 1) and how many it left out.
+func busiestNames(names map[string]sqlflight.NameStats, limit int) (map[string]sqlflight.NameStats, int) {
+	if limit < 1 || len(names) <= limit {
+		return names, 0
+	}
+	keys := make([]string, 0, len(names))
+	for name := range names {
+		keys = append(keys, name)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if qa, qb := names[a].Queries, names[b].Queries; qa != qb {
+			if qa > qb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	out := make(map[string]sqlflight.NameStats, limit)
+	for _, name := range keys[:limit] {
+		out[name] = names[name]
+	}
+	return out, len(names) - limit
 }
 
 func mergeNameStats(a, b sqlflight.NameStats) sqlflight.NameStats {

@@ -184,7 +184,7 @@ sqlflight_breaker_state{` + lbl + `} 0
 		"sqlflight_origin_duration_seconds", "sqlflight_follower_wait_seconds",
 		"sqlflight_policy_queries_total", "sqlflight_policy_cache_hits_total", "sqlflight_policy_cache_misses_total",
 		"sqlflight_policy_origin_executions_total", "sqlflight_policy_origin_errors_total",
-		"sqlflight_policy_origin_duration_seconds",
+		"sqlflight_policy_origin_duration_seconds", "sqlflight_policy_names_dropped",
 	} {
 		if !got[name] {
 			t.Errorf("%s not exported", name)
@@ -286,7 +286,7 @@ var sharedMetrics = []string{
 	"sqlflight_leases_acquired_total", "sqlflight_lease_waits_total", "sqlflight_lease_wait_expired_total",
 	"sqlflight_invalidations_sent_total", "sqlflight_invalidations_heard_total", "sqlflight_invalidations_rejected_total",
 	"sqlflight_invalidation_resyncs_total",
-	"sqlflight_shared_up",
+	"sqlflight_shared_up", "sqlflight_shared_trusted",
 }
 
 // memTier is an in-memory sqlflight.SharedTier; while failing is set,
@@ -447,6 +447,7 @@ func TestCollectorSharedTier(t *testing.T) {
 	metric("sqlflight_invalidations_rejected_total", "counter", "Messages on the invalidation channel that did not parse or failed authentication (ignored).", st.InvalidationsRejected)
 	metric("sqlflight_invalidation_resyncs_total", "counter", "Times the invalidation subscription was made again and the in-process cache dropped everything.", st.InvalidationResyncs)
 	metric("sqlflight_shared_up", "gauge", "Whether the shared tier is in use: 1 up, 0 down (running on the in-process cache alone).", 1)
+	metric("sqlflight_shared_trusted", "gauge", sharedTrustedHelp, 0)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want.String()), sharedMetrics...); err != nil {
 		t.Error(err)
 	}

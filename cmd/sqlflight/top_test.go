@@ -60,7 +60,9 @@ func TestTopOnce(t *testing.T) {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", sqlflight.Handler(sh)))
+	// The texts as they are: the hostile literal must reach top, and be defused there.
+	live := sqlflight.HandlerWith(sh, sqlflight.LivePageOptions{ShowArguments: true})
+	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", live))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
