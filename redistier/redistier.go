@@ -67,6 +67,10 @@
 //
 //	ACL SETUSER app on >password ~ns* &ns* +@all -@dangerous
 //
+// go-redis's own log lines (a dial that failed, for every attempt) go to
+// the logger SetLogger sets, at debug level, not to standard error: see
+// SetLogger.
+//
 // Leases, Store, NextSeq and Publish are Lua scripts touching several of these keys at
 // once. On Redis Cluster, put a hash tag in the namespace (for instance
 // "{sqlflight}:") so that they all hash to one slot.
