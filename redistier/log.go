@@ -9,26 +9,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// goRedisLogger is the logger the adapter passes go-redis's lines to; nil
+// stands for slog.Default() at the time of each line.
+var goRedisLogger atomic.Pointer[slog.Logger]
+
+// init hands go-redis the package's adapter, once for the process.
+//
 // go-redis prints lines of its own (a dial that failed, a connection it
 // dropped) through one logger for the whole process, which writes to
 // standard error unless redis.SetLogger replaces it. A Shield whose tier is
 // down already says so once, through its own logger; go-redis would say it
 // again at every reconnection attempt, on standard error, whatever logger
-// the application chose.
-//
-// So the package, when it initializes, hands go-redis an adapter (once for
-// the process, whatever the number of Tiers and Shields: one logger cannot
-// tell whose client a line is about) that passes each
-// line to the logger SetLogger chose, at slog.LevelDebug: by default
-// slog.Default(), whose default handler drops debug lines. An application
-// that wants go-redis's lines elsewhere calls SetLogger, or
-// redis.SetLogger itself from main (after package initialization): the
-// package never sets go-redis's logger again.
-
-// goRedisLogger is the logger the adapter passes go-redis's lines to; nil
-// stands for slog.Default() at the time of each line.
-var goRedisLogger atomic.Pointer[slog.Logger]
-
+// the application chose. The adapter passes each line to the logger
+// SetLogger chose, at slog.LevelDebug: by default slog.Default(), whose
+// default handler drops debug lines. There is one for every Tier and
+// Shield in the process, since a line does not tell whose client it is
+// about. An application that wants go-redis's lines elsewhere calls
+// SetLogger, or redis.SetLogger itself from main (after package
+// initialization): the package never sets go-redis's logger again.
 func init() { redis.SetLogger(goRedisAdapter{}) }
 
 // SetLogger sets the logger that go-redis's own lines go to, at
