@@ -117,3 +117,45 @@ func typeName(v any) string {
 	}
 	return "other"
 }
+
+// TestOpenRetriesWithoutPause: a client made from a URL retries at once
+// (go-redis otherwise sleeps 10 to 30 ms before its retry, which the first
+// read of a tier whose Redis refuses connections pays on top of its query)
+// and bounds a dial by defaultDialTimeout, on every scheme, unless the URL
+// sets them.
+func TestOpenRetriesWithoutPause(t *testing.T) {
+	type tuned struct{ min, max, dial time.Duration }
+	options := func(c redis.UniversalClient) tuned {
+		switch c := c.(type) {
+		case *redis.Client:
+			o := c.Options()
+			return tuned{o.MinRetryBackoff, o.MaxRetryBackoff, o.DialTimeout}
+		case *redis.ClusterClient:
+			o := c.Options()
+			return tuned{o.MinRetryBackoff, o.MaxRetryBackoff, o.DialTimeout}
+		}
+		t.Fatalf("a %T", c)
+		return tuned{}
+	}
+	for _, tc := range []struct {
+		url  string
+		want tuned
+	}{
+		// go-redis reads -1 as "no pause" and keeps it as 0.
+		{"redis://127.0.0.1:1/0", tuned{0, 0, defaultDialTimeout}},
+		{"redis+cluster://127.0.0.1:1?addr=127.0.0.1:2", tuned{0, 0, defaultDialTimeout}},
+		{"redis+sentinel://127.0.0.1:1?master_name=main", tuned{0, 0, defaultDialTimeout}},
+		{"redis://127.0.0.1:1/0?min_retry_backoff=5ms&max_retry_backoff=50ms&dial_timeout=3s", tuned{5 * time.Millisecond, 50 * time.Millisecond, 3 * time.Second}},
+		{"redis+cluster://127.0.0.1:1?min_retry_backoff=5ms&max_retry_backoff=50ms&dial_timeout=3s", tuned{5 * time.Millisecond, 50 * time.Millisecond, 3 * time.Second}},
+	} {
+		c, err := newClientOf(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if got := options(c); got != tc.want {
+			t.Errorf("%s: retry pause %v to %v, dial timeout %v; want %v to %v, %v", tc.url,
+				got.min, got.max, got.dial, tc.want.min, tc.want.max, tc.want.dial)
+		}
+		_ = c.Close()
+	}
+}

@@ -22,8 +22,11 @@
 //	                                        user:pass are the sentinels', password= the primary's)
 //
 // rediss+cluster and rediss+sentinel use TLS. A client made from a URL has
-// ContextTimeoutEnabled, MaxRetries 1 and DialerRetries 1 unless the URL
-// sets them (see New).
+// ContextTimeoutEnabled, MaxRetries 1, DialerRetries 1, no pause between
+// retries (min_retry_backoff and max_retry_backoff -1) and a DialTimeout of
+// one second unless the URL sets them (see New): a Redis that refuses
+// connections costs a read at most four refused dials, a fraction of a
+// millisecond, and then nothing while the Shield holds the tier down.
 //
 // Under a namespace ns (the Shield's KeyPrefix) the tier keeps:
 //
@@ -64,6 +67,10 @@
 //
 //	ACL SETUSER app on >password ~ns* &ns* +@all -@dangerous
 //
+// go-redis's own log lines (a dial that failed, for every attempt) go to
+// the logger SetLogger sets, at debug level, not to standard error: see
+// SetLogger.
+//
 // Leases, Store, NextSeq and Publish are Lua scripts touching several of these keys at
 // once. On Redis Cluster, put a hash tag in the namespace (for instance
 // "{sqlflight}:") so that they all hash to one slot.
@@ -75,6 +82,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -115,7 +123,14 @@ func open(target string) (sqlflight.SharedTier, error) {
 // redis.ParseClusterURL (seed nodes: the host and addr= parameters),
 // redis+sentinel:// with redis.ParseFailoverURL (sentinels: the host and
 // addr= parameters; master_name= required).
-func newClientOf(target string) (redis.UniversalClient, error) {
+func newClientOf(target string) (redis.UniversalClient, error) { return newClientDial(target, nil) }
+
+// dialFunc is a go-redis client's Dialer.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// newClientDial is newClientOf with a client that dials with dial (nil:
+// go-redis's own dialer); tests count dials with it.
+func newClientDial(target string, dial dialFunc) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(target, "://")
 	if !ok {
 		return nil, errors.New("redistier: the URL does not parse")
@@ -137,14 +152,18 @@ func newClientOf(target string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, parseError(err)
 		}
-		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		tune(q, tuning{&opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries,
+			&opt.MinRetryBackoff, &opt.MaxRetryBackoff, &opt.DialTimeout})
+		opt.Dialer = dial
 		client = redis.NewClient(opt)
 	case "cluster":
 		opt, err := redis.ParseClusterURL(u)
 		if err != nil {
 			return nil, parseError(err)
 		}
-		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		tune(q, tuning{&opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries,
+			&opt.MinRetryBackoff, &opt.MaxRetryBackoff, &opt.DialTimeout})
+		opt.Dialer = dial
 		client = redis.NewClusterClient(opt)
 	case "sentinel":
 		opt, err := redis.ParseFailoverURL(u)
@@ -154,7 +173,9 @@ func newClientOf(target string) (redis.UniversalClient, error) {
 		if opt.MasterName == "" {
 			return nil, errors.New("redistier: a redis+sentinel URL needs master_name=")
 		}
-		tune(q, &opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries)
+		tune(q, tuning{&opt.ContextTimeoutEnabled, &opt.MaxRetries, &opt.DialerRetries,
+			&opt.MinRetryBackoff, &opt.MaxRetryBackoff, &opt.DialTimeout})
+		opt.Dialer = dial
 		client = redis.NewFailoverClient(opt)
 	default:
 		return nil, fmt.Errorf("redistier: scheme %q is not redis, rediss or their +cluster or +sentinel form", scheme)
@@ -162,21 +183,47 @@ func newClientOf(target string) (redis.UniversalClient, error) {
 	return client, nil
 }
 
+// tuning points at the fields of a go-redis client's options that tune
+// sets (redis.Options, redis.ClusterOptions and redis.FailoverOptions each
+// have them).
+type tuning struct {
+	contextTimeout                  *bool
+	maxRetries, dialerRetries       *int
+	minBackoff, maxBackoff, dialMax *time.Duration
+}
+
+// defaultDialTimeout is the DialTimeout of a client made from a URL that
+// sets no dial_timeout: go-redis's is 5 s.
+const defaultDialTimeout = time.Second
+
 // tune sets what the Shield wants of a client it made, unless the URL's
 // query q sets it itself. The Shield bounds every call with a context
 // deadline: let it bound the socket reads and writes too. Its breaker
 // decides what a failure means: one retry (for a pooled connection that
 // died while idle), not go-redis's three, which would hide an outage until
-// the deadline; and one dial, not go-redis's five 100 ms apart, so that a
+// the deadline; one dial, not go-redis's five 100 ms apart, so that a
 // refused connection (nothing listens) fails at once instead of after
-// RedisTimeout.
-func tune(q url.Values, contextTimeout *bool, maxRetries, dialerRetries *int) {
-	*contextTimeout = true
+// RedisTimeout; no pause before the retry (go-redis waits 10 to 30 ms
+// before retrying a refused dial, which a read whose tier refuses
+// connections would pay on top of its query); and a dial bounded by
+// defaultDialTimeout, not 5 s, for what the Shield's deadline does not
+// bound (the subscription, go-redis's own reconnection attempts).
+func tune(q url.Values, t tuning) {
+	*t.contextTimeout = true
 	if !q.Has("max_retries") {
-		*maxRetries = 1
+		*t.maxRetries = 1
 	}
 	if !q.Has("dialer_retries") {
-		*dialerRetries = 1
+		*t.dialerRetries = 1
+	}
+	if !q.Has("min_retry_backoff") {
+		*t.minBackoff = -1 // go-redis's "none"
+	}
+	if !q.Has("max_retry_backoff") {
+		*t.maxBackoff = -1
+	}
+	if !q.Has("dial_timeout") {
+		*t.dialMax = defaultDialTimeout
 	}
 }
 
@@ -206,9 +253,13 @@ type Tier struct {
 // client ContextTimeoutEnabled (so that the Shield's RedisTimeout bounds its
 // socket reads, not only the Shield's wait for them), MaxRetries 1 (a retry
 // for a pooled connection that died while idle; the Shield's breaker
-// decides what a failure means) and DialerRetries 1 (go-redis otherwise
+// decides what a failure means), DialerRetries 1 (go-redis otherwise
 // dials five times, 100 ms apart, before it reports a refused connection:
-// the Shield takes the tier down at the first refusal).
+// the Shield takes the tier down at the first refusal), MinRetryBackoff and
+// MaxRetryBackoff -1 (go-redis otherwise sleeps 10 to 30 ms before its
+// retry, which the first read of a tier that refuses connections pays) and
+// a DialTimeout of about a second (go-redis's is 5 s; the Shield's deadline
+// does not bound the subscription's dials).
 func New(client redis.UniversalClient) *Tier {
 	return &Tier{client: client, subs: map[*subscription]struct{}{}}
 }
