@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -153,7 +154,7 @@ func BenchmarkMemoryMillionKeys(b *testing.B) {
 	kept, charged := 0, int64(0)
 	var buf []byte
 	for i := range keys {
-		buf, _ = appendKey(buf[:0], scopeID, partition{}, normalized, []driver.NamedValue{{Ordinal: 1, Value: int64(i)}})
+		buf, _ = key.Append(buf[:0], scopeID, partition{}, normalized, []driver.NamedValue{{Ordinal: 1, Value: int64(i)}})
 		if e := st.peek(string(buf)); e != nil {
 			kept++
 			charged += e.cost()

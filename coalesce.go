@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -133,15 +134,15 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 // the shared result and may leave on its own context at any time.
 func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
 	r, p := f.r, f.plan
-	key, ok := appendKey(make([]byte, 0, keySize(f.part, r.Normalized, args)), c.sc.id, f.part, r.Normalized, args)
+	kb, ok := key.Append(make([]byte, 0, key.Size(f.part, r.Normalized, args)), c.sc.id, f.part, r.Normalized, args)
 	if !ok {
 		f.bypass(s, bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
 	// The key's bytes are never written again: the string may alias them.
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
-		key: unsafe.String(unsafe.SliceData(key), len(key)), tables: f.tables, known: f.known, rows: f.rows,
-		bound: f.part.session, stats: f.stat.st}
+		key: unsafe.String(unsafe.SliceData(kb), len(kb)), tables: f.tables, known: f.known, rows: f.rows,
+		bound: f.part.Session, stats: f.stat.st}
 	f.stat.key = rd.stats.sawKey(rd.key, args)
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
@@ -164,7 +165,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		}
 	}
 	// The origin may outlive this caller, who may then reuse its arguments.
-	if rd.args, ok = detachArgs(args); !ok {
+	if rd.args, ok = key.Detach(args); !ok {
 		f.bypass(s, bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
@@ -182,7 +183,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
 		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
-			errAttr(err), "fingerprint", fingerprint(r.Normalized), "name", p.pol.Name)
+			errAttr(err), "fingerprint", key.Fingerprint(r.Normalized), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
 	return rows, err
@@ -466,7 +467,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if now.UnixNano() < e.retryAt.Load() {
 		return
 	}
-	args, ok := detachArgs(rd.args) // the caller goes on with its own
+	args, ok := key.Detach(rd.args) // the caller goes on with its own
 	if !ok {
 		return
 	}
@@ -502,7 +503,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
 		s.warnEvery("refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
-			errAttr(err), "retry_in", wait, "fingerprint", fingerprint(normalized), "name", name)
+			errAttr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -110,7 +111,7 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 
 func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query string, ask bool) Explanation {
 	x := Explanation{
-		SQL: query, Normalized: r.Normalized, Fingerprint: fingerprint(r.Normalized), Kind: r.Kind.String(),
+		SQL: query, Normalized: r.Normalized, Fingerprint: key.Fingerprint(r.Normalized), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,
 		Tables: r.Tables, Writes: r.Writes, TablesKnown: r.TablesKnown, Functions: r.Functions, Unknown: r.Unknown,
 		Annotation: r.Annotation, Error: r.Err, Statement: s.statementOf(r.Normalized),

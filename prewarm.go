@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -279,7 +280,7 @@ func (w *warmer) judge(ctx context.Context, hst hotStatement) (*sqlscan.Result, 
 		w.refused.Add(1)
 		w.s.stats.prewarmSkipped.Add(uint64(len(hst.Keys)))
 		w.s.log.InfoContext(ctx, "sqlflight: pre-warm refused a statement", "reason", reason,
-			"fingerprint", fingerprint(r.Normalized), "keys", len(hst.Keys))
+			"fingerprint", key.Fingerprint(r.Normalized), "keys", len(hst.Keys))
 		return nil, false
 	}
 	w.statements.Add(1)
@@ -352,7 +353,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 		w.skip() // its arguments made it uncacheable (a time word)
 		return
 	}
-	key, ok := appendKey(nil, w.c.sc.id, f.part, k.r.Normalized, k.args)
+	key, ok := key.Append(nil, w.c.sc.id, f.part, k.r.Normalized, k.args)
 	var seen *entry
 	if ok {
 		seen = w.st.peek(string(key))
@@ -448,7 +449,7 @@ func (w *warmer) fail(rd *read, err error) {
 	w.failed.Add(1)
 	w.s.stats.prewarmFailed.Add(1)
 	w.s.warnEvery("prewarm", rd.r.Normalized, "sqlflight: pre-warming a key failed",
-		errAttr(err), "fingerprint", fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
+		errAttr(err), "fingerprint", key.Fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 }
 
 func (w *warmer) report() PrewarmReport {

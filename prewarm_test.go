@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/key"
 )
 
 const warmQuery = "/* sqlflight: ttl=1m */ SELECT n FROM products WHERE a = $1 AND b = $2 AND c = $3 AND d = $4 AND e = $5 AND f = $6 AND g = $7"
@@ -249,7 +251,7 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	sc, _ := scopeOfDB(context.Background(), db)
 	softs := map[time.Time]bool{}
 	for k := range 8 {
-		key, _ := appendKey(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", namedArgs([]driver.Value{int64(k)}))
+		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", namedArgs([]driver.Value{int64(k)}))
 		e := s.store.get(string(key))
 		if e == nil {
 			t.Fatalf("key %d not cached", k)
@@ -346,8 +348,8 @@ func TestHotSetArgTypes(t *testing.T) {
 		t.Fatalf("%s did not decode", data)
 	}
 	for i, v := range vals {
-		k1, _ := appendValue(nil, v)
-		k2, _ := appendValue(nil, raw[i])
+		k1, _ := key.AppendValue(nil, v)
+		k2, _ := key.AppendValue(nil, raw[i])
 		if !bytes.Equal(k1, k2) {
 			t.Errorf("argument %d: %#v came back as %#v", i, v, raw[i])
 		}

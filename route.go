@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -126,8 +127,8 @@ func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask
 // decide fills in f's reason, plan and dependencies.
 func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, args []driver.NamedValue, ask bool) {
 	r, a := f.r, &f.a
-	f.part.scope, f.part.set = ScopeOf(ctx)
-	f.part.session = c.scoped
+	f.part.Scope, f.part.Set = ScopeOf(ctx)
+	f.part.Session = c.scoped
 	switch {
 	case !annotated && r.HasAnnotation:
 		f.reason = bypassBadAnnotation
@@ -135,7 +136,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	case c.inTx():
 		f.reason = bypassTx
 		return
-	case c.tainted, c.scoped && (!f.part.set || f.part.scope != c.sessionScope):
+	case c.tainted, c.scoped && (!f.part.Set || f.part.Scope != c.sessionScope):
 		// A session changed under no scope, or under another one.
 		f.reason = bypassSession
 		return
@@ -254,7 +255,7 @@ func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string
 		return
 	}
 	s.log.DebugContext(ctx, "sqlflight: statement not shared",
-		"reason", reason, "scanner", r.Reason, "fingerprint", fingerprint(r.Normalized))
+		"reason", reason, "scanner", r.Reason, "fingerprint", key.Fingerprint(r.Normalized))
 }
 
 // annotationOf parses r's annotation and reports whether it has a good one.
@@ -275,7 +276,7 @@ func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
 	}
 	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
 		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
-			"error", err, "fingerprint", fingerprint(r.Normalized))
+			"error", err, "fingerprint", key.Fingerprint(r.Normalized))
 	}
 	return annotation{}, false, nil
 }

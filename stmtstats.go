@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -337,7 +338,7 @@ func (t *stmtTable) admit(r *sqlscan.Result, query string, now time.Time, first 
 }
 
 func newStmtStats(r *sqlscan.Result, query string, now time.Time) *stmtStats {
-	st := &stmtStats{normalized: r.Normalized, fp: fingerprint(r.Normalized), verdict: r.Verdict, since: now}
+	st := &stmtStats{normalized: r.Normalized, fp: key.Fingerprint(r.Normalized), verdict: r.Verdict, since: now}
 	st.sql, st.truncated = bounded(r.Normalized, maxStatementText)
 	if len(query) <= maxStatementText {
 		st.text = strings.Clone(query)
@@ -441,7 +442,7 @@ func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
 	if sc.key == 0 {
 		// Off by policy: not keyed on the way, so keyed here.
 		var buf [256]byte
-		key, ok := appendKey(buf[:0], c.sc.id, f.part, f.r.Normalized, f.args)
+		key, ok := key.Append(buf[:0], c.sc.id, f.part, f.r.Normalized, f.args)
 		if !ok {
 			return
 		}

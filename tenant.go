@@ -1,6 +1,10 @@
 package sqlflight
 
-import "context"
+import (
+	"context"
+
+	"github.com/sqlflight/sqlflight/internal/key"
+)
 
 // Context scopes: a tenant (or any other partition the database cannot be
 // told apart by from its connection) put into the key, for row-level
@@ -45,31 +49,6 @@ func ScopeOf(ctx context.Context) (string, bool) {
 	return "", false
 }
 
-// partition is what a shared read is keyed under besides its statement:
-// the context's scope, and whether the connection's session belongs to it.
-type partition struct {
-	scope   string
-	set     bool // the context carries a scope
-	session bool // the session was changed under the scope: no spare connection can stand in for it
-}
-
-// Partition tags in keys, after the connection scope's number.
-const (
-	partNone    = 0 // no context scope
-	partScope   = 1 // a context scope, on a session nothing changed
-	partSession = 2 // a context scope, on a session changed under it
-)
-
-// appendPartition encodes p: a tag, then the scope length-prefixed, so that
-// no scope encodes like another or like none.
-func appendPartition(b []byte, p partition) []byte {
-	switch {
-	case !p.set:
-		return append(b, partNone)
-	case p.session:
-		b = append(b, partSession)
-	default:
-		b = append(b, partScope)
-	}
-	return appendStr(b, p.scope)
-}
+// partition is what a shared read is keyed under besides its statement
+// (key.Partition): the context's scope, if any.
+type partition = key.Partition

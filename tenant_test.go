@@ -1,7 +1,6 @@
 package sqlflight
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"slices"
@@ -10,41 +9,6 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
-
-// TestKeyPartitionsNeverCollide: no scope, every scope (the empty one
-// included), and a scope's clean and changed sessions key apart, whatever
-// the statement: the scope is tagged and length-prefixed.
-func TestKeyPartitionsNeverCollide(t *testing.T) {
-	parts := []partition{{}, {set: true}, {set: true, session: true}, {scope: "a", set: true},
-		{scope: "a", set: true, session: true}, {scope: "b", set: true}, {scope: "a\x00", set: true},
-		{scope: "\x01", set: true}, {scope: "\x00", set: true}, {scope: "SELECT 1", set: true}}
-	stmts := []string{"SELECT 1", "", "a", "\x01a", "\x00SELECT 1", "\x08SELECT 1"}
-	seen := map[string]string{}
-	for _, p := range parts {
-		for _, q := range stmts {
-			k, ok := appendKey(nil, 1, p, q, nil)
-			if !ok {
-				t.Fatalf("%+v %q: not encodable", p, q)
-			}
-			what := q + " under " + p.scope
-			if prev, dup := seen[string(k)]; dup {
-				t.Errorf("%q and %q share a key", prev, what)
-			}
-			seen[string(k)] = what
-		}
-	}
-	// The shared tier keys by the bytes after the scope number: the
-	// partition is among them.
-	a, _ := appendKey(nil, 1, partition{scope: "a", set: true}, "SELECT 1", nil)
-	b, _ := appendKey(nil, 1, partition{scope: "b", set: true}, "SELECT 1", nil)
-	if bytes.Equal(a[8:], b[8:]) {
-		t.Error("the shared tier's part of two scopes' keys is the same")
-	}
-	big := partition{scope: string(make([]byte, maxKeyBytes)), set: true}
-	if _, ok := appendKey(nil, 1, big, "SELECT 1", nil); ok {
-		t.Error("a scope over the key limit was accepted")
-	}
-}
 
 func TestScopeOf(t *testing.T) {
 	if _, ok := ScopeOf(context.Background()); ok {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
@@ -1029,7 +1030,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scanTypes.Delete(typeName(reflect.TypeFor[private]()))
+	scanTypes.Delete(key.TypeName(reflect.TypeFor[private]()))
 	if _, err := decodeShared(b[seal.Prefix:], wire.Limits{}); !errors.Is(err, errUnknownScanType) {
 		t.Fatalf("unknown scan type: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
@@ -110,7 +111,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 			ts.stats.forged.Add(1)
 			msg = "sqlflight: a result in the shared tier failed authentication (another secret, or written by someone else); treated as a miss"
 		}
-		s.warnEvery("l2-decode", rd.r.Normalized, msg, errAttr(err), "fingerprint", fingerprint(rd.r.Normalized))
+		s.warnEvery("l2-decode", rd.r.Normalized, msg, errAttr(err), "fingerprint", key.Fingerprint(rd.r.Normalized))
 		return nil, nil
 	}
 	// The value's deadlines are the filler's; this reader judges it by its
@@ -442,7 +443,7 @@ func init() {
 		reflect.TypeFor[sql.NullByte](), reflect.TypeFor[sql.NullFloat64](), reflect.TypeFor[sql.NullBool](),
 		reflect.TypeFor[sql.NullString](), reflect.TypeFor[sql.NullTime](),
 	} {
-		scanTypes.Store(typeName(t), t)
+		scanTypes.Store(key.TypeName(t), t)
 	}
 }
 
@@ -460,7 +461,7 @@ func toWire(res *result) *wire.Result {
 			wc := &ws.Columns[j]
 			wc.Name, wc.DatabaseType = name, c.dbType
 			if c.scanType != nil {
-				wc.ScanType = typeName(c.scanType)
+				wc.ScanType = key.TypeName(c.scanType)
 				if _, ok := scanTypes.Load(wc.ScanType); !ok {
 					scanTypes.Store(wc.ScanType, c.scanType)
 				}

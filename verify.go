@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -325,7 +326,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 		v.err = err
 		v.retryAt = time.Now().Add(retryFailedProbe)
 		s.warnEvery("probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
-			"error", errorClass(err), "fingerprint", fingerprint(r.Normalized))
+			"error", errorClass(err), "fingerprint", key.Fingerprint(r.Normalized))
 	}
 }
 

@@ -1,4 +1,20 @@
-package sqlflight
+// Package key encodes the keys under which sqlflight shares results, and
+// copies the arguments an origin query outlives its caller with.
+//
+// A key is the connection scope's number, the context's partition, the
+// normalized statement and every argument (ordinal, name, type and value),
+// each tagged or length-prefixed, so that two statements encode alike only
+// when they are the same statement with the same arguments: keys are
+// compared whole, never by hash. Values of Go types the driver would send
+// differently encode differently (their type names, package paths
+// included, are part of the key); a value with no canonical encoding
+// (functions, channels, values nested deeper than 16, keys over MaxBytes)
+// makes Append report false, and such a statement must not share.
+//
+// Detach deep-copies arguments so that nothing the caller may reuse (a
+// []byte, a map, a pointer's target) is shared with a query that outlives
+// it. Everything here is safe for concurrent use.
+package key
 
 import (
 	"bytes"
@@ -14,20 +30,50 @@ import (
 	"time"
 )
 
-// maxKeyBytes bounds a key; statements whose arguments encode larger run
+// MaxBytes bounds a key; statements whose arguments encode larger run
 // unshared.
-const maxKeyBytes = 1 << 20
+const MaxBytes = 1 << 20
 
-// appendKey appends the key of a statement: the scope, the context's
+// Partition is what a shared read is keyed under besides its statement:
+// the context's scope (sqlflight.WithScope), if any, and whether the
+// session was changed under it (no spare connection can stand in for it).
+type Partition struct {
+	Scope   string
+	Set     bool // the context carries a scope
+	Session bool // the session was changed under the scope
+}
+
+// Partition tags in keys, after the connection scope's number.
+const (
+	partNone    = 0 // no context scope
+	partScope   = 1 // a context scope, on a session nothing changed
+	partSession = 2 // a context scope, on a session changed under it
+)
+
+// appendPartition encodes p: a tag, then the scope length-prefixed, so that
+// no scope encodes like another or like none.
+func appendPartition(b []byte, p Partition) []byte {
+	switch {
+	case !p.Set:
+		return append(b, partNone)
+	case p.Session:
+		b = append(b, partSession)
+	default:
+		b = append(b, partScope)
+	}
+	return appendStr(b, p.Scope)
+}
+
+// Append appends the key of a statement: the scope, the context's
 // partition (WithScope), the normalized SQL and every argument's ordinal,
 // name, type and value, each tagged or length-prefixed so that no two
 // different statements encode alike. Keys are compared whole, never by
 // hash. It reports false if an argument cannot be encoded canonically
 // (functions, channels, values nested too deep): such a statement must not
 // share.
-func appendKey(b []byte, scope uint64, part partition, normalized string, args []driver.NamedValue) ([]byte, bool) {
+func Append(b []byte, scope uint64, part Partition, normalized string, args []driver.NamedValue) ([]byte, bool) {
 	b = binary.BigEndian.AppendUint64(b, scope)
-	if b = appendPartition(b, part); len(b) > maxKeyBytes {
+	if b = appendPartition(b, part); len(b) > MaxBytes {
 		return b, false
 	}
 	b = appendStr(b, normalized)
@@ -36,17 +82,17 @@ func appendKey(b []byte, scope uint64, part partition, normalized string, args [
 		b = binary.AppendUvarint(b, uint64(a.Ordinal))
 		b = appendStr(b, a.Name)
 		var ok bool
-		if b, ok = appendValue(b, a.Value); !ok || len(b) > maxKeyBytes {
+		if b, ok = AppendValue(b, a.Value); !ok || len(b) > MaxBytes {
 			return b, false
 		}
 	}
 	return b, true
 }
 
-// keySize is a good first capacity for a key: most keys then take one
+// Size is a good first capacity for a key: most keys then take one
 // allocation.
-func keySize(part partition, normalized string, args []driver.NamedValue) int {
-	n := 8 + 1 + 10 + len(part.scope) + 10 + len(normalized) + 10
+func Size(part Partition, normalized string, args []driver.NamedValue) int {
+	n := 8 + 1 + 10 + len(part.Scope) + 10 + len(normalized) + 10
 	for _, a := range args {
 		n += 24 + len(a.Name)
 		switch v := a.Value.(type) {
@@ -77,7 +123,9 @@ const (
 	tagReflect
 )
 
-func appendValue(b []byte, v any) ([]byte, bool) {
+// AppendValue appends the canonical encoding of one argument value (its
+// type and value), or reports false when it has none.
+func AppendValue(b []byte, v any) ([]byte, bool) {
 	switch v := v.(type) {
 	case nil:
 		return append(b, tagNil), true
@@ -102,7 +150,7 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 		return appendTime(append(b, tagTime), v), true
 	}
 	rv := reflect.ValueOf(v)
-	b = appendStr(append(b, tagReflect), typeName(rv.Type()))
+	b = appendStr(append(b, tagReflect), TypeName(rv.Type()))
 	return appendReflect(b, rv, 0)
 }
 
@@ -120,7 +168,7 @@ var timeType = reflect.TypeFor[time.Time]()
 // appendReflect encodes v by its structure: every field, element and map
 // entry (maps in sorted order), following pointers to a bounded depth.
 func appendReflect(b []byte, v reflect.Value, depth int) ([]byte, bool) {
-	if depth > 16 || len(b) > maxKeyBytes {
+	if depth > 16 || len(b) > MaxBytes {
 		return b, false
 	}
 	switch v.Kind() {
@@ -169,7 +217,7 @@ func appendReflect(b []byte, v reflect.Value, depth int) ([]byte, bool) {
 			return append(b, 0), true
 		}
 		e := v.Elem()
-		b = appendStr(append(b, 1), typeName(e.Type()))
+		b = appendStr(append(b, 1), TypeName(e.Type()))
 		return appendReflect(b, e, depth+1)
 	case reflect.Map:
 		if v.IsNil() {
@@ -217,7 +265,7 @@ func appendReflect(b []byte, v reflect.Value, depth int) ([]byte, bool) {
 var typeNames sync.Map // reflect.Type → string
 
 // typeName names t unambiguously: package paths included, recursively.
-func typeName(t reflect.Type) string {
+func TypeName(t reflect.Type) string {
 	if n, ok := typeNames.Load(t); ok {
 		return n.(string)
 	}
@@ -226,18 +274,18 @@ func typeName(t reflect.Type) string {
 	case t.Name() != "":
 		n = t.PkgPath() + "." + t.Name()
 	case t.Kind() == reflect.Pointer:
-		n = "*" + typeName(t.Elem())
+		n = "*" + TypeName(t.Elem())
 	case t.Kind() == reflect.Slice:
-		n = "[]" + typeName(t.Elem())
+		n = "[]" + TypeName(t.Elem())
 	case t.Kind() == reflect.Array:
-		n = "[" + strconv.Itoa(t.Len()) + "]" + typeName(t.Elem())
+		n = "[" + strconv.Itoa(t.Len()) + "]" + TypeName(t.Elem())
 	case t.Kind() == reflect.Map:
-		n = "map[" + typeName(t.Key()) + "]" + typeName(t.Elem())
+		n = "map[" + TypeName(t.Key()) + "]" + TypeName(t.Elem())
 	case t.Kind() == reflect.Struct:
 		n = "struct{"
 		for i := range t.NumField() {
 			f := t.Field(i)
-			n += f.PkgPath + "." + f.Name + " " + typeName(f.Type) + ";"
+			n += f.PkgPath + "." + f.Name + " " + TypeName(f.Type) + ";"
 		}
 		n += "}"
 	default:
@@ -247,20 +295,21 @@ func typeName(t reflect.Type) string {
 	return n
 }
 
-// fingerprint names a normalized statement in logs and stats.
-func fingerprint(normalized string) string {
+// Fingerprint names a normalized statement in logs and stats: 16 hex
+// digits of its FNV-1a hash (a name, not a key: texts may collide).
+func Fingerprint(normalized string) string {
 	h := fnv.New64a()
 	h.Write([]byte(normalized))
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// detachArgs returns a deep copy of args that shares no mutable memory with
+// Detach returns a deep copy of args that shares no mutable memory with
 // the caller, for an origin query that may outlive its caller (a leader that
 // left, a background refresh): a caller that reuses its []byte after leaving
 // must not change what the origin sends, nor what its result is keyed by.
 // It reports false if some argument cannot be copied (unexported pointers,
 // functions): such a statement must not share.
-func detachArgs(args []driver.NamedValue) ([]driver.NamedValue, bool) {
+func Detach(args []driver.NamedValue) ([]driver.NamedValue, bool) {
 	out := make([]driver.NamedValue, len(args))
 	for i, a := range args {
 		out[i] = a

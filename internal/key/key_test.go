@@ -1,17 +1,20 @@
-package sqlflight
+package key_test
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"math/big"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sqlflight/sqlflight/internal/key"
 )
 
 func keyOf(t *testing.T, args ...driver.NamedValue) string {
 	t.Helper()
-	k, ok := appendKey(nil, 1, partition{}, "SELECT $1", args)
+	k, ok := key.Append(nil, 1, key.Partition{}, "SELECT $1", args)
 	if !ok {
 		t.Fatalf("args %v not encodable", args)
 	}
@@ -46,8 +49,8 @@ func TestKeysNeverCollide(t *testing.T) {
 	if keyOf(t, arg("ab")) == keyOf(t, arg("a"), driver.NamedValue{Ordinal: 2, Value: "b"}) {
 		t.Error("argument boundaries are ambiguous")
 	}
-	a, _ := appendKey(nil, 1, partition{}, "SELECT 1", nil)
-	b, _ := appendKey(nil, 2, partition{}, "SELECT 1", nil)
+	a, _ := key.Append(nil, 1, key.Partition{}, "SELECT 1", nil)
+	b, _ := key.Append(nil, 2, key.Partition{}, "SELECT 1", nil)
 	if string(a) == string(b) {
 		t.Error("scopes share a key")
 	}
@@ -74,14 +77,14 @@ func TestKeysAreCanonical(t *testing.T) {
 
 func TestUnencodableArgsDoNotShare(t *testing.T) {
 	for _, v := range []any{func() {}, make(chan int), struct{ f func() }{}} {
-		if _, ok := appendKey(nil, 1, partition{}, "SELECT $1", []driver.NamedValue{arg(v)}); ok {
+		if _, ok := key.Append(nil, 1, key.Partition{}, "SELECT $1", []driver.NamedValue{arg(v)}); ok {
 			t.Errorf("%T encoded", v)
 		}
 	}
 	type node struct{ Next *node }
 	loop := &node{}
 	loop.Next = loop
-	if _, ok := appendKey(nil, 1, partition{}, "SELECT $1", []driver.NamedValue{arg(loop)}); ok {
+	if _, ok := key.Append(nil, 1, key.Partition{}, "SELECT $1", []driver.NamedValue{arg(loop)}); ok {
 		t.Error("a pointer cycle encoded")
 	}
 }
@@ -97,25 +100,60 @@ func TestDetachArgsCopiesEverything(t *testing.T) {
 	named := map[string]any{"a": []byte("x")}
 	type wrapper struct{ B []byte }
 	args := []driver.NamedValue{arg(b), arg(ints), arg(&n), arg(named), arg(wrapper{B: []byte("w")}), arg(pgx.QueryExecModeExec)}
-	before, _ := appendKey(nil, 1, partition{}, "q", args)
-	out, ok := detachArgs(args)
+	before, _ := key.Append(nil, 1, key.Partition{}, "q", args)
+	out, ok := key.Detach(args)
 	if !ok {
 		t.Fatal("not detachable")
 	}
 	b[0], ints[0], n = 'X', 9, 6
 	named["a"].([]byte)[0] = 'Y'
 	args[4].Value.(wrapper).B[0] = 'Z'
-	after, _ := appendKey(nil, 1, partition{}, "q", out)
+	after, _ := key.Append(nil, 1, key.Partition{}, "q", out)
 	if string(before) != string(after) {
 		t.Fatal("the copy changed with the caller's memory")
 	}
 	type hidden struct{ p *int }
-	if _, ok := detachArgs([]driver.NamedValue{arg(hidden{&n})}); ok {
+	if _, ok := key.Detach([]driver.NamedValue{arg(hidden{&n})}); ok {
 		t.Error("an unexported pointer was detached")
 	}
 	big := new(big.Int).SetInt64(12345)
-	out, ok = detachArgs([]driver.NamedValue{arg(valuerBig{big})})
+	out, ok = key.Detach([]driver.NamedValue{arg(valuerBig{big})})
 	if !ok || out[0].Value != "12345" {
 		t.Errorf("a Valuer that cannot be copied went as %#v, %v", out[0].Value, ok)
+	}
+}
+
+// TestKeyPartitionsNeverCollide: no scope, every scope (the empty one
+// included), and a scope's clean and changed sessions key apart, whatever
+// the statement: the scope is tagged and length-prefixed.
+func TestKeyPartitionsNeverCollide(t *testing.T) {
+	parts := []key.Partition{{}, {Set: true}, {Set: true, Session: true}, {Scope: "a", Set: true},
+		{Scope: "a", Set: true, Session: true}, {Scope: "b", Set: true}, {Scope: "a\x00", Set: true},
+		{Scope: "\x01", Set: true}, {Scope: "\x00", Set: true}, {Scope: "SELECT 1", Set: true}}
+	stmts := []string{"SELECT 1", "", "a", "\x01a", "\x00SELECT 1", "\x08SELECT 1"}
+	seen := map[string]string{}
+	for _, p := range parts {
+		for _, q := range stmts {
+			k, ok := key.Append(nil, 1, p, q, nil)
+			if !ok {
+				t.Fatalf("%+v %q: not encodable", p, q)
+			}
+			what := q + " under " + p.Scope
+			if prev, dup := seen[string(k)]; dup {
+				t.Errorf("%q and %q share a key", prev, what)
+			}
+			seen[string(k)] = what
+		}
+	}
+	// The shared tier keys by the bytes after the scope number: the
+	// partition is among them.
+	a, _ := key.Append(nil, 1, key.Partition{Scope: "a", Set: true}, "SELECT 1", nil)
+	b, _ := key.Append(nil, 1, key.Partition{Scope: "b", Set: true}, "SELECT 1", nil)
+	if bytes.Equal(a[8:], b[8:]) {
+		t.Error("the shared tier's part of two scopes' keys is the same")
+	}
+	big := key.Partition{Scope: string(make([]byte, key.MaxBytes)), Set: true}
+	if _, ok := key.Append(nil, 1, big, "SELECT 1", nil); ok {
+		t.Error("a scope over the key limit was accepted")
 	}
 }
