@@ -1,13 +1,14 @@
 package sqlflight
 
 import (
-	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/sqlflight/sqlflight/internal/fresh"
 )
 
 // Clock tells the time. Options.Clock injects one; tests move a fake one.
@@ -215,7 +216,7 @@ func (st *store) put(e *entry, now time.Time) bool {
 		return false
 	}
 	if e.jitter == 0 && !e.by.set {
-		e.jitter = jitterDraw() // the entry's own, from now on
+		e.jitter = fresh.Draw() // the entry's own, from now on
 	}
 	into, other := st.pos, st.neg
 	if e.empty {
@@ -387,28 +388,6 @@ func (s *Shield) InvalidateAll() {
 	s.bump(nil, false)
 }
 
-// freshness of an entry at a moment.
-type freshness int
-
-const (
-	fresh   freshness = iota // before soft: replay, no database work
-	stale                    // soft ≤ now < hard: replay and refresh once in the background
-	expired                  // hard ≤ now: fetch in the foreground (keep for stale-if-error)
-)
-
-// judged holds an entry's deadlines as one reader sees them.
-type judged struct{ soft, hard, last time.Time }
-
-func (d judged) at(now time.Time) freshness {
-	switch {
-	case now.Before(d.soft):
-		return fresh
-	case now.Before(d.hard):
-		return stale
-	}
-	return expired
-}
-
 // judge returns e's deadlines for a reader under p: p's own windows from
 // the moment e was filled, spread by e's jitter draw with p's fraction (so
 // a reader sees the same deadlines on every hit), and never past e's life
@@ -416,29 +395,19 @@ func (d judged) at(now time.Time) freshness {
 // filler's gets earlier deadlines; one that allows more is served while the
 // entry lives (HTTP caches judge a stored response by the request's own
 // max-age alike).
-func (s *Shield) judge(e *entry, p Policy) judged {
+func (s *Shield) judge(e *entry, p Policy) fresh.Deadlines {
 	if e.by.set && e.by == deadlinesOf(p) {
 		// deadlinesAt(e.filled, p, e.empty, e.jitter), as fill computed them.
-		return judged{soft: e.soft, hard: e.hard, last: e.last}
+		return fresh.Deadlines{Soft: e.soft, Hard: e.hard, Last: e.last}
 	}
 	soft, hard, last := s.deadlinesAt(e.filled, p, e.empty, e.jitter)
-	return judged{soft: earlier(soft, e.last), hard: earlier(hard, e.last), last: earlier(last, e.last)}
+	return fresh.Deadlines{Soft: soft, Hard: hard, Last: last}.Within(e.last)
 }
-
-func earlier(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// jitterDraw is an entry's jitter draw: uniform in [-1, 1).
-func jitterDraw() float64 { return 2*rand.Float64() - 1 }
 
 // deadlines returns the soft and hard deadlines and the stale-if-error
 // limit of an entry filled now under p, spread by a fresh jitter draw.
 func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, last time.Time) {
-	return s.deadlinesAt(now, p, empty, jitterDraw())
+	return s.deadlinesAt(now, p, empty, fresh.Draw())
 }
 
 // deadlinePolicy is what of a policy deadlinesAt reads.
@@ -453,91 +422,8 @@ func deadlinesOf(p Policy) deadlinePolicy {
 }
 
 // deadlinesAt returns the deadlines of an entry filled at filled under p
-// whose jitter draw is u: soft and hard move by p's jitter fraction times u
-// (both the same way, so hard stays at or after soft). Empty results live
-// p.Neg (or p.Soft), with no stale window.
+// (and Options.MaxStale) whose jitter draw is u (fresh.At).
 func (s *Shield) deadlinesAt(filled time.Time, p Policy, empty bool, u float64) (soft, hard, last time.Time) {
-	softD, hardD := p.Soft, p.Hard
-	if hardD < softD {
-		hardD = softD
-	}
-	if empty {
-		softD = p.Neg
-		if softD <= 0 {
-			softD = p.Soft
-		}
-		hardD = softD
-	}
-	j := p.Jitter
-	switch {
-	case j == 0:
-		j = 0.10
-	case j < 0:
-		j = 0
-	}
-	softD, hardD = spread(softD, j, u), spread(hardD, j, u)
-	if hardD < softD {
-		hardD = softD
-	}
-	maxStale := s.opts.MaxStale
-	switch {
-	case maxStale == 0:
-		maxStale = hardD
-	case maxStale < 0:
-		maxStale = 0
-	}
-	return filled.Add(softD), filled.Add(hardD), filled.Add(hardD + maxStale)
-}
-
-// spread returns d moved by the fraction j·u (u in [-1, 1]).
-func spread(d time.Duration, j, u float64) time.Duration {
-	if j <= 0 || d <= 0 {
-		return d
-	}
-	return time.Duration(float64(d) * (1 + j*u))
-}
-
-// earlyRefresh is XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015):
-// refresh before the soft deadline with a probability that grows as it
-// nears, faster for results that took long (delta) to compute:
-// now − delta·beta·ln(u) ≥ soft, u uniform in (0, 1]. Every hit draws, so
-// at thousands of hits a second the uncapped draw would come about
-// delta·beta·ln(rate·delta) early: with hundreds of readers, several times
-// the time the refresh takes, and each refresh would shorten the period,
-// multiplying the origin load that stale-while-revalidate already keeps off
-// the database. So the lead is capped at delta·beta: with beta ≤ 1 the
-// refreshed result arrives about when the old one turns stale, and the
-// refreshes of a hot key stay at one per soft period (the bench's expiry
-// herd counts them). Nor does it come in the first half of the fresh
-// window.
-func earlyRefresh(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
-	if !inEarlyWindow(now, filled, soft, delta, beta) {
-		return false
-	}
-	if u <= 0 {
-		u = math.SmallestNonzeroFloat64
-	}
-	lead := float64(delta) * beta
-	gap := min(-lead*math.Log(u), lead)
-	return !now.Add(time.Duration(gap)).Before(soft)
-}
-
-// inEarlyWindow reports whether earlyRefresh may say yes at now, whatever
-// it draws: in the second half of the fresh window, within the capped lead
-// of soft. A hit far from soft draws nothing.
-func inEarlyWindow(now, filled, soft time.Time, delta time.Duration, beta float64) bool {
-	return beta > 0 && delta > 0 && !now.Before(filled.Add(soft.Sub(filled)/2)) &&
-		!now.Add(time.Duration(float64(delta)*beta)).Before(soft)
-}
-
-// backoff returns the full-jitter delay before retry number n (1-based) of
-// a failed refresh: uniform in [0, min(cap, base·2ⁿ⁻¹)].
-func backoff(n int32, base, cap time.Duration) time.Duration {
-	d := cap
-	if n < 31 {
-		if b := base << (n - 1); b > 0 && b < cap {
-			d = b
-		}
-	}
-	return time.Duration(rand.Int64N(int64(d) + 1))
+	d := fresh.At(filled, fresh.Windows{Soft: p.Soft, Hard: p.Hard, Neg: p.Neg, Jitter: p.Jitter, MaxStale: s.opts.MaxStale}, empty, u)
+	return d.Soft, d.Hard, d.Last
 }

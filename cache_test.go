@@ -6,8 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -208,74 +206,6 @@ func TestStaleIfError(t *testing.T) {
 	}
 }
 
-func TestEarlyRefreshProbability(t *testing.T) {
-	now := time.Unix(1000, 0)
-	soft := now.Add(time.Second)
-	filled := now.Add(-time.Hour)
-	rate := func(beta float64) float64 {
-		hits := 0
-		const n = 20000
-		for i := range n {
-			u := (float64(i) + 0.5) / n // u spread evenly over (0, 1)
-			if earlyRefresh(now, filled, soft, time.Second, beta, u) {
-				hits++
-			}
-		}
-		return float64(hits) / n
-	}
-	// P = P(−Δ·β·ln u ≥ soft−now) = exp(−(soft−now)/(Δ·β)), and 0 when
-	// soft−now > Δ·β (the lead is capped there).
-	for _, tc := range []struct{ beta, want float64 }{{1, math.Exp(-1)}, {0.5, 0}, {100, math.Exp(-0.01)}} {
-		if got := rate(tc.beta); math.Abs(got-tc.want) > 0.01 {
-			t.Errorf("beta %v: rate %.3f, want %.3f", tc.beta, got, tc.want)
-		}
-	}
-	if rate(0) != 0 || rate(-1) != 0 {
-		t.Error("beta 0 must disable early refresh")
-	}
-	if !earlyRefresh(soft, filled, soft, time.Second, 1, 0.999999) {
-		t.Error("at the soft deadline the refresh is due")
-	}
-	if earlyRefresh(now, now.Add(-time.Second/2), now.Add(time.Second), time.Hour, 1e9, 0.5) {
-		t.Error("an early refresh in the first half of the fresh window")
-	}
-	// However many readers draw, none refreshes more than Δ·β early.
-	delta := 20 * time.Millisecond
-	for _, beta := range []float64{0.5, 1, 2} {
-		lead := time.Duration(float64(delta) * beta)
-		if earlyRefresh(soft.Add(-lead-time.Microsecond), filled, soft, delta, beta, math.SmallestNonzeroFloat64) {
-			t.Errorf("beta %v: a refresh more than delta·beta before the soft deadline", beta)
-		}
-		if !earlyRefresh(soft.Add(-lead+time.Microsecond), filled, soft, delta, beta, 1e-9) {
-			t.Errorf("beta %v: no refresh within delta·beta of the soft deadline for a low draw", beta)
-		}
-	}
-	// A hit outside the window draws nothing: no draw would refresh there
-	// (held against the formula written out).
-	formula := func(now, filled, soft time.Time, delta time.Duration, beta, u float64) bool {
-		if beta <= 0 || delta <= 0 || now.Before(filled.Add(soft.Sub(filled)/2)) {
-			return false
-		}
-		lead := float64(delta) * beta
-		gap := min(-lead*math.Log(max(u, math.SmallestNonzeroFloat64)), lead)
-		return !now.Add(time.Duration(gap)).Before(soft)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 100_000 {
-		fill := soft.Add(-1 - time.Duration(r.Int64N(int64(10*time.Second))))
-		at := soft.Add(time.Duration(r.Int64N(int64(4*time.Second))) - 3*time.Second)
-		d := time.Duration(r.Int64N(int64(2 * time.Second)))
-		b := r.Float64() * 3
-		for _, u := range []float64{0, math.SmallestNonzeroFloat64, 1e-300, r.Float64(), 1} {
-			want := formula(at, fill, soft, d, b, u)
-			if earlyRefresh(at, fill, soft, d, b, u) != want || want && !inEarlyWindow(at, fill, soft, d, b) {
-				t.Fatalf("at soft%+v, filled soft%+v, delta %v, beta %v, u %v: the formula says %v, the window %v",
-					at.Sub(soft), fill.Sub(soft), d, b, u, want, inEarlyWindow(at, fill, soft, d, b))
-			}
-		}
-	}
-}
-
 func TestEarlyRefreshHappensBeforeSoft(t *testing.T) {
 	db, s, _, clk := openCached(t, Options{})
 	q := "/* sqlflight: soft=10s hard=1m jitter=0% beta=1e12 */ SELECT n FROM items WHERE id = $1"
@@ -295,35 +225,6 @@ func TestEarlyRefreshHappensBeforeSoft(t *testing.T) {
 	settle(t, s)
 	if s.Stats().Refreshes != 1 {
 		t.Fatal("beta=0 refreshed early")
-	}
-}
-
-func TestJitterBounds(t *testing.T) {
-	s := New(Options{})
-	now := time.Unix(0, 0)
-	p := Policy{Soft: 100 * time.Second, Hard: 200 * time.Second}
-	var minS, maxS time.Duration = time.Hour, 0
-	for range 2000 {
-		soft, hard, _ := s.deadlines(now, p, false)
-		d := soft.Sub(now)
-		minS, maxS = min(minS, d), max(maxS, d)
-		if d < 90*time.Second || d > 110*time.Second || hard.Before(soft) {
-			t.Fatalf("soft %v hard %v outside ±10%%", d, hard.Sub(now))
-		}
-	}
-	if maxS-minS < 10*time.Second {
-		t.Errorf("no spread: [%v, %v]", minS, maxS)
-	}
-	p.Jitter = -1
-	if soft, hard, _ := s.deadlines(now, p, false); soft.Sub(now) != 100*time.Second || hard.Sub(now) != 200*time.Second {
-		t.Error("jitter disabled still spread")
-	}
-	p.Jitter = 0.5
-	for range 1000 {
-		soft, _, _ := s.deadlines(now, p, false)
-		if d := soft.Sub(now); d < 50*time.Second || d > 150*time.Second {
-			t.Fatal(d)
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -210,8 +211,8 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		return nil, nil
 	}
 	d := s.judge(e, rd.plan.pol)
-	switch d.at(now) {
-	case fresh:
+	switch d.At(now) {
+	case fresh.Fresh:
 		rd.out = outFresh
 		if e.empty {
 			rd.out = outNegative
@@ -225,12 +226,12 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 				rd.named.freshHits.Add(1)
 			}
 		}
-		if beta := rd.plan.beta(); !rd.bound && inEarlyWindow(now, e.filled, d.soft, e.delta, beta) &&
-			earlyRefresh(now, e.filled, d.soft, e.delta, beta, rand.Float64()) {
+		if beta := rd.plan.beta(); !rd.bound && fresh.InEarlyWindow(now, e.filled, d.Soft, e.delta, beta) &&
+			fresh.EarlyRefresh(now, e.filled, d.Soft, e.delta, beta, rand.Float64()) {
 			s.refresh(st, rd, e, now)
 		}
 		return newReplay(e.res), nil
-	case stale:
+	case fresh.Stale:
 		if rd.bound {
 			break // a miss: only a session of the scope can refresh it
 		}
@@ -242,11 +243,11 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
 	}
-	if !now.Before(d.last) {
+	if !now.Before(d.Last) {
 		return nil, nil // too old for this reader, even on error; others may still use it
 	}
 	// For stale-if-error, with this reader's limit.
-	return nil, &entry{res: e.res, seq: e.seq, last: d.last}
+	return nil, &entry{res: e.res, seq: e.seq, last: d.Last}
 }
 
 // fly runs the read through the key's flight.
@@ -318,7 +319,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		}
 		switch {
 		case err == nil && !lead && f.fromShared != nil &&
-			s.judge(f.fromShared, rd.plan.pol).at(s.opts.Clock.Now()) == expired:
+			s.judge(f.fromShared, rd.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired:
 			// Older than this follower's own policy allows: look again, or,
 			// after a few tries, ask the database itself.
 			_ = rows.Close()
@@ -500,7 +501,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		}
 		s.stats.refreshFailures.Add(1)
 		n := e.failures.Add(1)
-		wait := backoff(n, 100*time.Millisecond, 30*time.Second)
+		wait := fresh.Backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
 		s.warnEvery("refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
 			errAttr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
@@ -711,7 +712,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
 		known: rd.known, version: rd.version}
-	e.jitter = jitterDraw()
+	e.jitter = fresh.Draw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
 	e.by = deadlinesOf(rd.plan.pol)
 	if st.put(e, now) {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/fresh"
 )
 
 // The same statement under different policies: the annotation is not part
@@ -195,20 +197,20 @@ func TestJitterIsTheEntrysOwn(t *testing.T) {
 			t.Fatal("a reader saw the entry's deadlines move")
 		}
 	}
-	if got, want := d.soft.Sub(t0), 13*time.Second; got != want { // 10 s × (1 + 0.5 × 0.6)
+	if got, want := d.Soft.Sub(t0), 13*time.Second; got != want { // 10 s × (1 + 0.5 × 0.6)
 		t.Errorf("soft = %v, want %v", got, want)
 	}
-	if got, want := d.hard.Sub(t0), 26*time.Second; got != want {
+	if got, want := d.Hard.Sub(t0), 26*time.Second; got != want {
 		t.Errorf("hard = %v, want %v", got, want)
 	}
 	// Another reader applies its own fraction to the same draw.
 	p.Jitter = -1
-	if d := s.judge(e, p); d.soft.Sub(t0) != 10*time.Second || d.hard.Sub(t0) != 20*time.Second {
-		t.Errorf("no jitter: %v %v", d.soft.Sub(t0), d.hard.Sub(t0))
+	if d := s.judge(e, p); d.Soft.Sub(t0) != 10*time.Second || d.Hard.Sub(t0) != 20*time.Second {
+		t.Errorf("no jitter: %v %v", d.Soft.Sub(t0), d.Hard.Sub(t0))
 	}
 	// Never past the entry's life.
 	e.last = t0.Add(5 * time.Second)
-	if d := s.judge(e, Policy{Soft: time.Minute}); !d.soft.Equal(e.last) || !d.hard.Equal(e.last) || !d.last.Equal(e.last) {
+	if d := s.judge(e, Policy{Soft: time.Minute}); !d.Soft.Equal(e.last) || !d.Hard.Equal(e.last) || !d.Last.Equal(e.last) {
 		t.Errorf("judged past the entry's life: %+v", d)
 	}
 
@@ -296,7 +298,7 @@ func TestJudgeUnderTheFillersPolicy(t *testing.T) {
 		for i := range 2000 {
 			p := Policy{Soft: time.Duration(rand.Int64N(int64(time.Minute))), Hard: time.Duration(rand.Int64N(int64(2 * time.Minute))),
 				Neg: time.Duration(rand.Int64N(int64(time.Minute))) * time.Duration(i%2), Jitter: []float64{0, -1, 0.25, 0.5}[i%4]}
-			e := &entry{filled: filled, empty: i%3 == 0, jitter: jitterDraw()}
+			e := &entry{filled: filled, empty: i%3 == 0, jitter: fresh.Draw()}
 			e.soft, e.hard, e.last = s.deadlinesAt(filled, p, e.empty, e.jitter)
 			e.by = deadlinesOf(p)
 			fast := s.judge(e, p)

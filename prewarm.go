@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -374,7 +375,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 // fresh reports whether e, a cached entry or nil, is fresh for f's policy.
 func (w *warmer) fresh(e *entry, f *fate) bool {
 	return e != nil && w.s.epochs.unchangedFor(e.seq, f.tables, f.known, f.rows) &&
-		w.s.judge(e, f.plan.pol).at(w.s.opts.Clock.Now()) == fresh
+		w.s.judge(e, f.plan.pol).At(w.s.opts.Clock.Now()) == fresh.Fresh
 }
 
 // replay runs rd's origin through the scope's guard on a spare

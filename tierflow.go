@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
@@ -116,8 +117,8 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	}
 	// The value's deadlines are the filler's; this reader judges it by its
 	// own policy from the moment it was filled, within the value's life.
-	e.jitter = jitterDraw()
-	if s.judge(e, rd.plan.pol).at(s.opts.Clock.Now()) == expired {
+	e.jitter = fresh.Draw()
+	if s.judge(e, rd.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired {
 		return nil, nil
 	}
 	e.key, e.version, e.seq, e.tables, e.known = rd.key, v.Version, seq, rd.tables, rd.known
@@ -262,7 +263,7 @@ func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *sto
 	newer := func() *entry {
 		e, err := s.fetchShared(ctx, rd, f.seq)
 		if err != nil || e == nil || e.version <= rd.prevVersion ||
-			s.judge(e, rd.plan.pol).at(s.opts.Clock.Now()) != fresh {
+			s.judge(e, rd.plan.pol).At(s.opts.Clock.Now()) != fresh.Fresh {
 			return nil
 		}
 		return e
