@@ -64,7 +64,7 @@ type Advice struct {
 // Advice ranks the statements s counts that run uncached although they
 // could be cached, by the database time a TTL would have saved in the
 // window observed (Advice.SavedSeconds), and proposes each one's
-// annotation. The rule (README, "Per-statement statistics and the
+// annotation. The rule (docs/operations.md, "Per-statement statistics and the
 // advisor"): soft is a tenth of the mean time between writes to the
 // statement's tables, rounded down to a step of adviceTTLs and kept within
 // 1s and 5m (5m when its tables see no write); hard is ten times soft, at

@@ -89,7 +89,7 @@
 //
 // # More
 //
-// The README (https://github.com/sqlflight/sqlflight#readme) documents the
+// The README (https://github.com/sqlflight/sqlflight#readme) and its guides in docs/ document the
 // semantics in full: what is shared, freshness, invalidation and
 // read-your-writes, the change feed, what happens when the database is sick,
 // the shared tier, the guarantees and their known limits, security, every

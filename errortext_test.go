@@ -146,7 +146,7 @@ func bypassReasons(t *testing.T) []string {
 }
 
 // Every reason Stats.BypassReasons can hold is documented: on the field,
-// and in the README's "Options and stats".
+// and in "Options and stats" of docs/configuration.md.
 func TestBypassReasonsDocumented(t *testing.T) {
 	reasons := bypassReasons(t)
 	f, err := parser.ParseFile(token.NewFileSet(), "shield.go", nil, parser.ParseComments)
@@ -160,7 +160,7 @@ func TestBypassReasonsDocumented(t *testing.T) {
 		}
 		return true
 	})
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBypassReasonsDocumented(t *testing.T) {
 			section = section[:j]
 		}
 	} else {
-		t.Fatal(`README has no "## Options and stats"`)
+		t.Fatal(`docs/configuration.md has no "## Options and stats"`)
 	}
 	promSrc, err := os.ReadFile("prom/prom.go")
 	if err != nil {
@@ -185,7 +185,7 @@ func TestBypassReasonsDocumented(t *testing.T) {
 			t.Errorf("the doc of Stats.BypassReasons does not name %q", r)
 		}
 		if !strings.Contains(section, "`"+r+"`") {
-			t.Errorf("README's \"Options and stats\" does not name the bypass reason `%s`", r)
+			t.Errorf("\"Options and stats\" in docs/configuration.md does not name the bypass reason `%s`", r)
 		}
 	}
 }

@@ -111,7 +111,7 @@ var ErrHotSetUnsealed = errors.New("sqlflight: hot set not sealed by this fleet"
 // SaveHotSet writes the Shield's hot set to w: its 32 hottest statements
 // that are shared and cached under a TTL, each with its hottest keys
 // whose arguments are plain values within 1 KiB (at most 8 per
-// statement), in the JSON format the README describes ("Pre-warming after
+// statement), in the JSON format docs/operations.md describes ("Pre-warming after
 // a deploy"). Statements whose text exceeds 16 KiB are left out. Call it
 // on shutdown, and give the file to Prewarm in the next instance. The
 // snapshot holds the arguments of the hottest keys: keep it as you keep

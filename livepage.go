@@ -31,7 +31,7 @@ import (
 //	mux.Handle("/debug/sqlflight/", http.StripPrefix("/debug/sqlflight", sqlflight.Handler(shield)))
 //
 // A GET of a path whose last element is "json" (/debug/sqlflight/json)
-// returns the page's data as JSON (see the README's "Live page"); any other
+// returns the page's data as JSON (see docs/operations.md, "Live page"); any other
 // path returns the HTML page, which draws the same from the JSON every two
 // seconds, without any external resource. The query parameter top=N (1 to
 // 256, default 20) sets how many statements are listed.

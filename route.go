@@ -17,7 +17,7 @@ import (
 // may have written. The connection (conn.go) only asks.
 
 // Reasons a statement bypasses sharing (Stats.BypassReasons). Each one is
-// documented on Stats.BypassReasons, in the README ("Options and stats") and
+// documented on Stats.BypassReasons, in docs/configuration.md ("Options and stats") and
 // listed in prom.BypassReasons.
 const (
 	bypassExec          = "exec"

@@ -116,7 +116,7 @@ type Options struct {
 	// pool large (a capped database/sql pool also caps the callers that can
 	// wait in one flight). Work that needs a real connection while MaxConns
 	// are open waits, on its context, for one to be freed, or to be lent by
-	// a virtual connection whose session cannot matter (see the README's
+	// a virtual connection whose session cannot matter (see docs/connections.md,
 	// "Real connections"); as with SetMaxOpenConns, one goroutine that holds
 	// a connection (a transaction, a sql.Conn) and waits for another can
 	// wait until its context ends. The change feed's own connection is not
@@ -221,7 +221,7 @@ type Options struct {
 	// reads the logical replication stream, FeedNotify the notifications
 	// of the triggers `sqlflight triggers install` creates. Each scope
 	// runs one feed on a connection of its own; with a shared tier, one
-	// instance of the fleet runs it for all (see FeedMode and the README's
+	// instance of the fleet runs it for all (see FeedMode and docs/feed.md,
 	// "Change feed"). The first Connect of a scope fails with an error
 	// wrapping ErrFeedUnavailable when the feed cannot be established.
 	// Entries keep their TTLs whatever the feed does: a feed that is down
@@ -420,7 +420,7 @@ type Stats struct {
 	// of a flight that had just ended while its herd still drained: some
 	// caller of the flight had not given its connection back yet, or the
 	// follower had waited in a capped database/sql pool's queue for a
-	// connection a caller of the flight gave back (see the README's "Capped
+	// connection a caller of the flight gave back (see docs/connections.md, "Capped
 	// pools").
 	LateFollowers    uint64
 	OriginExecutions uint64 // shared-flight queries that reached the database

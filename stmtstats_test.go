@@ -334,7 +334,7 @@ func BenchmarkStatementStats(b *testing.B) {
 
 func write2(r *sqlscan.Result) write { return write{tables: r.Writes, known: true} }
 
-// The README states the memory bound from these sizes.
+// docs/operations.md states the memory bound from these sizes.
 func TestStatementStatsSize(t *testing.T) {
 	if n := unsafe.Sizeof(stmtStats{}); n > 1536 {
 		t.Errorf("stmtStats is %d bytes; the README says 1.5 KiB", n)

@@ -8,7 +8,7 @@ import (
 
 // Context scopes: a tenant (or any other partition the database cannot be
 // told apart by from its connection) put into the key, for row-level
-// security applications. See the README, "Tenants and row-level security".
+// security applications. See docs/guarantees.md, "Tenants and row-level security".
 
 type scopeKey struct{}
 

@@ -243,7 +243,7 @@ var triggerDefs = [...][3]string{
 // triggers.
 //
 // Cost: a notifying transaction's commit takes a global lock, so commits of
-// notifying transactions are serialized; see the README for the measured
+// notifying transactions are serialized; see docs/measurements.md for the measured
 // write throughput with and without the triggers.
 func InstallTriggersSQL(schema string, tables ...string) string {
 	var b strings.Builder

@@ -4,7 +4,7 @@ package integration
 // (proxy_test.go) that adds latency, cuts every connection, or kills a
 // connection mid-result, while an admin connection goes straight to the
 // server. Each test is bounded in time and asserts on counts and outcomes
-// only; the durations it logs (look for "MEASURED") are for the README's
+// only; the durations it logs (look for "MEASURED") are for docs/measurements.md's
 // "When the database is sick" table, never for assertions.
 
 import (

@@ -27,7 +27,7 @@ import (
 )
 
 // screenshot makes TestLivePageBrowser write its screenshot to the
-// README's docs/live-page.png (go test ./integration -run LivePageBrowser
+// guides' docs/live-page.png (go test ./integration -run LivePageBrowser
 // -screenshot); without it the screenshot goes to the test's temporary
 // directory, so that a test run leaves the checkout as it was.
 var screenshot = flag.Bool("screenshot", false, "write the live page's screenshot to docs/live-page.png")
@@ -49,13 +49,13 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestLivePageBrowser loads sqlflight.Handler's page, mounted as the README
+// TestLivePageBrowser loads sqlflight.Handler's page, mounted as docs/operations.md
 // says, in headless Chromium, after a minute of load on PostgreSQL (by a
 // clock the test moves, so the chart has a minute of history at once). The
 // page's script must draw the chart and the tables from the JSON, list the
 // top statement, show SQL and arguments that try to break out of the page
 // as plain text (no dialog, no element of theirs, no script error), and
-// the browser makes the screenshot of the README.
+// the browser makes the screenshot of docs/operations.md.
 func TestLivePageBrowser(t *testing.T) {
 	dsn := postgresDSN(t)
 	browser := chromium(t)

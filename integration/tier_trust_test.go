@@ -336,7 +336,7 @@ func TestTierNeedsASecretThroughTheDSN(t *testing.T) {
 
 // TestTierUnderPerApplicationACL: the tier works for a Redis user that may
 // touch only its application's keys and channels (~prefix* &prefix*), as
-// the README recommends for a Redis shared between applications: reads
+// docs/security.md recommends for a Redis shared between applications: reads
 // are shared, writes invalidate the other instance, and the user can reach
 // nothing outside its prefix.
 func TestTierUnderPerApplicationACL(t *testing.T) {

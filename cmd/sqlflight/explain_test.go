@@ -195,7 +195,7 @@ func TestExplainServerVerdict(t *testing.T) {
 	}
 }
 
-// TestExplainAnnotationArgument: SQL that begins with the README's
+// TestExplainAnnotationArgument: SQL that begins with docs/commands.md's
 // "-- sqlflight: …" annotation is the statement, not a flag, and flags may
 // come after the statement.
 func TestExplainAnnotationArgument(t *testing.T) {
