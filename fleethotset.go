@@ -1,15 +1,14 @@
 package sqlflight
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/seal"
 )
 
@@ -43,12 +42,12 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 	if ts == nil {
 		return fmt.Errorf("%w: PublishHotSet", ErrNoSharedTier)
 	}
-	own := s.hotSet(defaultHotStatements, hotKeyCapacity)
-	fleet, err := s.fleetHotSet(ctx, maxHotStatements, hotKeyCapacity)
+	own := s.hotSet(hotset.DefaultStatements, hotKeyCapacity)
+	fleet, err := s.fleetHotSet(ctx, hotset.MaxStatements, hotKeyCapacity)
 	if err != nil {
 		return err
 	}
-	merged := mergeHotSets(fleet, own, defaultHotStatements, hotKeyCapacity)
+	merged := hotset.Merge(fleet, own, hotset.DefaultStatements, hotKeyCapacity)
 	body, err := json.Marshal(merged)
 	if err != nil {
 		return err
@@ -71,9 +70,9 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 // fleetHotSet reads the fleet's hot set from the tier: an empty one when
 // there is none, or when it cannot be read or fails authentication
 // (counted as Stats.SharedDecodeErrors, and SharedForged).
-func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotSet, error) {
+func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error) {
 	ts := s.tier
-	empty := &hotSet{Format: hotSetFormat, Version: hotSetVersion}
+	empty := &hotset.Set{Format: hotset.Format, Version: hotset.Version}
 	var v SharedValue
 	if err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -86,12 +85,12 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotSet, error) {
 		return empty, nil
 	}
 	body, err := ts.ring.OpenValue(v.Data, ts.ns, fleetHotSetKey, v.Version)
-	if err == nil && len(body) > maxHotSetBytes {
-		err = fmt.Errorf("%w: over %d bytes", ErrBadHotSet, maxHotSetBytes)
+	if err == nil && len(body) > hotset.MaxBytes {
+		err = fmt.Errorf("%w: over %d bytes", ErrBadHotSet, hotset.MaxBytes)
 	}
-	var hs *hotSet
+	var hs *hotset.Set
 	if err == nil {
-		hs, err = parseHotSet(body, n, m)
+		hs, err = hotset.Parse(body, n, m, hotSetLimits)
 	}
 	if err != nil {
 		ts.stats.decodeErrors.Add(1)
@@ -102,51 +101,4 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotSet, error) {
 		return empty, nil
 	}
 	return hs, nil
-}
-
-// mergeHotSets merges b into a (statements by fingerprint and text, keys by
-// arguments, each with the larger count) and keeps the n hottest
-// statements with their m hottest keys.
-func mergeHotSets(a, b *hotSet, n, m int) *hotSet {
-	out := &hotSet{Format: hotSetFormat, Version: hotSetVersion, Saved: b.Saved}
-	index := map[string]int{}
-	for _, hs := range []*hotSet{a, b} {
-		for _, st := range hs.Statements {
-			id := st.Fingerprint + "\x00" + st.Text
-			i, ok := index[id]
-			if !ok {
-				index[id] = len(out.Statements)
-				st.Keys = slices.Clone(st.Keys)
-				out.Statements = append(out.Statements, st)
-				continue
-			}
-			mergeKeys(&out.Statements[i], st)
-		}
-	}
-	slices.SortStableFunc(out.Statements, func(x, y hotStatement) int { return cmp.Compare(y.Calls, x.Calls) })
-	out.Statements = out.Statements[:min(n, len(out.Statements))]
-	for i := range out.Statements {
-		keys := out.Statements[i].Keys
-		slices.SortStableFunc(keys, func(x, y hotKeyArgs) int { return cmp.Compare(y.Calls, x.Calls) })
-		out.Statements[i].Keys = keys[:min(m, len(keys))]
-	}
-	return out
-}
-
-// mergeKeys merges the keys and count of st into into.
-func mergeKeys(into *hotStatement, st hotStatement) {
-	into.Calls = max(into.Calls, st.Calls)
-	into.Policy = st.Policy
-	for _, k := range st.Keys {
-		j := slices.IndexFunc(into.Keys, func(o hotKeyArgs) bool { return slices.EqualFunc(o.Args, k.Args, sameArg) })
-		if j < 0 {
-			into.Keys = append(into.Keys, k)
-			continue
-		}
-		into.Keys[j].Calls = max(into.Keys[j].Calls, k.Calls)
-	}
-}
-
-func sameArg(a, b typedValue) bool {
-	return a.T == b.T && (a.V == nil) == (b.V == nil) && (a.V == nil || *a.V == *b.V)
 }

@@ -3,12 +3,16 @@ package sqlflight
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/hotset"
 )
 
 // The secrets of the seal tests: 32 bytes each, as MinSharedSecret asks.
@@ -22,6 +26,22 @@ const sealQuery = "/* sqlflight: ttl=1m */ SELECT n FROM products WHERE id = $1"
 
 // sealedSnapshot returns the hot set of a Shield under opts whose hot keys
 // are ids 1, 2 and 3 of sealQuery.
+// sealedEnvelope is the envelope of a sealed hot set, as a reader of the
+// file sees it.
+type sealedEnvelope struct {
+	Format  string          `json:"format"`
+	Version int             `json:"version"`
+	MAC     string          `json:"mac"`
+	HotSet  json.RawMessage `json:"hotset"`
+}
+
+// hmacSHA256 is the seal's MAC of body under key, computed apart.
+func hmacSHA256(key, body []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
 func sealedSnapshot(t *testing.T, opts Options) []byte {
 	t.Helper()
 	db, s := openWarm(t, &fakeDriver{}, opts)
@@ -55,14 +75,14 @@ func refusedUnsealed(t *testing.T, what string, s *Shield, db *sql.DB, d *fakeDr
 // set, and an instance of the same fleet replays it without TrustFile.
 func TestHotSetSealRoundTrip(t *testing.T) {
 	data := sealedSnapshot(t, Options{SharedSecret: sealSecret})
-	var env hotSetFile
+	var env sealedEnvelope
 	if err := json.Unmarshal(data, &env); err != nil {
 		t.Fatal(err)
 	}
-	if env.Format != sealedHotSetFormat || env.Version != 1 || len(env.MAC) != 64 || !bytes.Contains(env.HotSet, []byte(`"v": "2"`)) {
+	if env.Format != hotset.SealedFormat || env.Version != 1 || len(env.MAC) != 64 || !bytes.Contains(env.HotSet, []byte(`"v": "2"`)) {
 		t.Fatalf("not a sealed hot set:\n%s", data)
 	}
-	if mac, _ := hex.DecodeString(env.MAC); !bytes.Equal(mac, hotSetMAC(hotSetKey(sealSecret), env.HotSet)) {
+	if mac, _ := hex.DecodeString(env.MAC); !bytes.Equal(mac, hmacSHA256(hotset.SealKey(sealSecret), env.HotSet)) {
 		t.Fatal("the MAC is not over the exact bytes of hotset under the hot set key")
 	}
 
@@ -87,7 +107,7 @@ func TestHotSetSealRefusesTampering(t *testing.T) {
 	d := &fakeDriver{}
 	db, s := openWarm(t, d, Options{SharedSecret: sealSecret})
 
-	var env hotSetFile
+	var env sealedEnvelope
 	if err := json.Unmarshal(data, &env); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +120,7 @@ func TestHotSetSealRefusesTampering(t *testing.T) {
 	refusedUnsealed(t, "the seal removed", s, db, d, bytes.Replace(data, []byte(`"mac": "`+env.MAC+`",`), nil, 1))
 	refusedUnsealed(t, "an empty seal", s, db, d, bytes.Replace(data, []byte(env.MAC), nil, 1))
 	refusedUnsealed(t, "the envelope removed", s, db, d, env.HotSet)
-	forged := sealHotSet(hostileBody(t, env.HotSet), hotSetKey(sealOther))
+	forged := hotset.Seal(hostileBody(t, env.HotSet), hotset.SealKey(sealOther))
 	refusedUnsealed(t, "sealed under another secret", s, db, d, forged)
 
 	// Every bit 0 of every byte, flipped: the file is refused, as
@@ -142,9 +162,9 @@ func TestHotSetSealRefusesTampering(t *testing.T) {
 
 // hostileBody returns the hot set body with its statement replaced by one
 // that reads the server's password hashes.
-func hostileBody(t *testing.T, body []byte) *hotSet {
+func hostileBody(t *testing.T, body []byte) *hotset.Set {
 	t.Helper()
-	var hs hotSet
+	var hs hotset.Set
 	if err := json.Unmarshal(body, &hs); err != nil || len(hs.Statements) == 0 {
 		t.Fatalf("%v %s", err, body)
 	}
@@ -188,7 +208,7 @@ func TestHotSetSealPreviousSecret(t *testing.T) {
 // sealed one either.
 func TestHotSetTrustFile(t *testing.T) {
 	plain := sealedSnapshot(t, Options{})
-	if env := (hotSetFile{}); json.Unmarshal(plain, &env) != nil || env.Format != hotSetFormat || env.MAC != "" || env.HotSet != nil {
+	if env := (sealedEnvelope{}); json.Unmarshal(plain, &env) != nil || env.Format != hotset.Format || env.MAC != "" || env.HotSet != nil {
 		t.Fatalf("a Shield without a secret wrote:\n%s", plain)
 	}
 	sealed := sealedSnapshot(t, Options{SharedSecret: sealSecret})
@@ -213,12 +233,12 @@ func TestHotSetTrustFile(t *testing.T) {
 		t.Fatalf("a trusted sealed hot set without a secret: %+v %v", rep, err)
 	}
 	// TrustFile lifts no other bound: the statements are still judged.
-	var env hotSetFile
+	var env sealedEnvelope
 	_ = json.Unmarshal(sealed, &env)
 	write := hostileBody(t, env.HotSet)
 	write.Statements[0].Text = "/* sqlflight: ttl=1h */ UPDATE products SET n = n + 1 WHERE id = $1"
 	q, e := d.queries.Load(), d.execs.Load()
-	rep, err = s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(sealHotSet(write, hotSetKey(sealOther))), TrustFile: true})
+	rep, err = s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: bytes.NewReader(hotset.Seal(write, hotset.SealKey(sealOther))), TrustFile: true})
 	if err != nil || rep.Refused != 1 || d.queries.Load() != q || d.execs.Load() != e {
 		t.Fatalf("a write in a trusted hot set: %+v %v", rep, err)
 	}

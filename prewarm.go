@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/fresh"
+	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -138,7 +139,7 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 	if opts.FromFleet && s.tier == nil {
 		return rep, fmt.Errorf("%w: Prewarm FromFleet", ErrNoSharedTier)
 	}
-	n, m := boundOr(opts.MaxStatements, defaultHotStatements, maxHotStatements), boundOr(opts.MaxKeys, hotKeyCapacity, hotKeyCapacity)
+	n, m := boundOr(opts.MaxStatements, hotset.DefaultStatements, hotset.MaxStatements), boundOr(opts.MaxKeys, hotKeyCapacity, hotKeyCapacity)
 	hs, source, err := s.prewarmSource(ctx, opts, n, m)
 	if err != nil {
 		return rep, err
@@ -179,14 +180,14 @@ func boundOr(v, def, max int) int {
 }
 
 // prewarmSource reads the hot set opts names, and says which it is.
-func (s *Shield) prewarmSource(ctx context.Context, opts PrewarmOptions, n, m int) (*hotSet, string, error) {
+func (s *Shield) prewarmSource(ctx context.Context, opts PrewarmOptions, n, m int) (*hotset.Set, string, error) {
 	switch {
 	case opts.From != nil:
 		keys, err := hotSetKeys(&s.opts)
 		if err != nil && !opts.TrustFile {
 			return nil, "snapshot", fmt.Errorf("%w: %w", ErrHotSetUnsealed, err)
 		}
-		hs, err := readHotSet(opts.From, keys, opts.TrustFile, n, m)
+		hs, err := hotset.Read(opts.From, keys, opts.TrustFile, n, m, hotSetLimits)
 		return hs, "snapshot", err
 	case opts.FromFleet:
 		hs, err := s.fleetHotSet(ctx, n, m)
@@ -238,7 +239,7 @@ type warmKey struct {
 
 // run judges the statements of hs one by one and replays their keys on
 // conc workers.
-func (w *warmer) run(ctx context.Context, hs *hotSet, conc int) {
+func (w *warmer) run(ctx context.Context, hs *hotset.Set, conc int) {
 	jobs := make(chan warmKey)
 	var wg sync.WaitGroup
 	for range conc {
@@ -258,7 +259,7 @@ func (w *warmer) run(ctx context.Context, hs *hotSet, conc int) {
 			continue
 		}
 		for _, k := range hst.Keys {
-			jobs <- warmKey{r: r, text: hst.Text, args: namedArgs(k.raw)}
+			jobs <- warmKey{r: r, text: hst.Text, args: namedArgs(k.Raw)}
 		}
 	}
 	close(jobs)
@@ -268,9 +269,9 @@ func (w *warmer) run(ctx context.Context, hs *hotSet, conc int) {
 // judge decides whether hst may be replayed: scanned again, it must be a
 // read the current Shield shares and caches (its first key's arguments
 // stand for the others; each key is judged again).
-func (w *warmer) judge(ctx context.Context, hst hotStatement) (*sqlscan.Result, bool) {
+func (w *warmer) judge(ctx context.Context, hst hotset.Statement) (*sqlscan.Result, bool) {
 	r := w.c.scan(hst.Text)
-	f, reason := w.fate(ctx, r, namedArgs(hst.Keys[0].raw))
+	f, reason := w.fate(ctx, r, namedArgs(hst.Keys[0].Raw))
 	if reason == "" && !w.trusted && len(f.a.pure) > 0 {
 		reason = "its annotation vouches for functions (pure=), which a hot set may not"
 	}

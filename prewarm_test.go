@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/key"
 )
 
@@ -51,19 +52,19 @@ func TestPrewarmSnapshotRoundTrip(t *testing.T) {
 	if !strings.Contains(buf.String(), `"t": "int64",`) || !strings.Contains(buf.String(), `"v": "42"`) {
 		t.Fatalf("hot set does not type its arguments:\n%s", buf.String())
 	}
-	hs, err := parseHotSet(buf.Bytes(), 32, 8)
+	hs, err := hotset.Parse(buf.Bytes(), 32, 8, hotSetLimits)
 	if err != nil || len(hs.Statements) != 1 || len(hs.Statements[0].Keys) != 3 {
 		t.Fatalf("hot set: %v %+v", err, hs)
 	}
 	for _, k := range hs.Statements[0].Keys {
 		found := false
 		for _, want := range warmArgs() {
-			if sameValues(k.raw, want) {
+			if sameValues(k.Raw, want) {
 				found = true
 			}
 		}
 		if !found {
-			t.Errorf("arguments did not round-trip: %#v", k.raw)
+			t.Errorf("arguments did not round-trip: %#v", k.Raw)
 		}
 	}
 
@@ -186,8 +187,8 @@ func TestPrewarmRefusesHostileSnapshot(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadHotSet", bad, err)
 		}
 	}
-	huge := io0{n: maxHotSetBytes + 10}
-	if _, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: &huge}); !errors.Is(err, ErrBadHotSet) || huge.read > maxHotSetBytes+1 {
+	huge := io0{n: hotset.MaxBytes + 10}
+	if _, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db, From: &huge}); !errors.Is(err, ErrBadHotSet) || huge.read > hotset.MaxBytes+1 {
 		t.Errorf("huge snapshot: %v after %d bytes", err, huge.read)
 	}
 	other, _ := openWarm(t, &fakeDriver{})
@@ -229,12 +230,12 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	}}
 	db, s := openWarm(t, d, Options{MaxInflight: 64, MaxRefreshes: 32})
 	const q = "/* sqlflight: soft=10m hard=20m */ SELECT n FROM products WHERE id = $1"
-	hs := hotSet{Format: hotSetFormat, Version: hotSetVersion}
+	hs := hotset.Set{Format: hotset.Format, Version: hotset.Version}
 	for st := range 4 {
 		text := q + strings.Repeat(" ", st) // four statements …
-		hst := hotStatement{Text: text}
+		hst := hotset.Statement{Text: text}
 		for k := range 8 { // … of eight keys
-			hst.Keys = append(hst.Keys, hotKeyArgs{Args: encodeArgs([]driver.Value{int64(st*100 + k)})})
+			hst.Keys = append(hst.Keys, hotset.KeyArgs{Args: hotset.EncodeArgs([]driver.Value{int64(st*100 + k)})})
 		}
 		hs.Statements = append(hs.Statements, hst)
 	}
@@ -303,15 +304,15 @@ func TestHotSetLeavesOutLongTexts(t *testing.T) {
 }
 
 func TestMergeHotSets(t *testing.T) {
-	key := func(calls uint64, v int64) hotKeyArgs {
-		return hotKeyArgs{Calls: calls, Args: encodeArgs([]driver.Value{v})}
+	key := func(calls uint64, v int64) hotset.KeyArgs {
+		return hotset.KeyArgs{Calls: calls, Args: hotset.EncodeArgs([]driver.Value{v})}
 	}
-	a := &hotSet{Statements: []hotStatement{{Fingerprint: "f", Text: "q", Calls: 10, Keys: []hotKeyArgs{key(5, 1), key(3, 2)}}}}
-	b := &hotSet{Statements: []hotStatement{
-		{Fingerprint: "f", Text: "q", Calls: 7, Keys: []hotKeyArgs{key(9, 2)}},
-		{Fingerprint: "g", Text: "r", Calls: 20, Keys: []hotKeyArgs{key(1, 1)}},
+	a := &hotset.Set{Statements: []hotset.Statement{{Fingerprint: "f", Text: "q", Calls: 10, Keys: []hotset.KeyArgs{key(5, 1), key(3, 2)}}}}
+	b := &hotset.Set{Statements: []hotset.Statement{
+		{Fingerprint: "f", Text: "q", Calls: 7, Keys: []hotset.KeyArgs{key(9, 2)}},
+		{Fingerprint: "g", Text: "r", Calls: 20, Keys: []hotset.KeyArgs{key(1, 1)}},
 	}}
-	m := mergeHotSets(a, b, 32, 8)
+	m := hotset.Merge(a, b, 32, 8)
 	if len(m.Statements) != 2 || m.Statements[0].Fingerprint != "g" {
 		t.Fatalf("%+v", m)
 	}
@@ -319,7 +320,7 @@ func TestMergeHotSets(t *testing.T) {
 	if f.Calls != 10 || len(f.Keys) != 2 || f.Keys[0].Calls != 9 || *f.Keys[0].Args[0].V != "2" {
 		t.Fatalf("%+v", f)
 	}
-	if m2 := mergeHotSets(m, b, 32, 8); m2.Statements[1].Calls != 10 {
+	if m2 := hotset.Merge(m, b, 32, 8); m2.Statements[1].Calls != 10 {
 		t.Fatal("publishing again counted twice")
 	}
 }
@@ -335,15 +336,15 @@ func TestHotSetArgTypes(t *testing.T) {
 	at := time.Date(2024, 1, 2, 3, 4, 5, 6, time.FixedZone("", -3*3600))
 	vals := []driver.Value{int64(math.MinInt64), math.NaN(), math.Inf(1), -0.0, 1e-300, true, "x\x00y", []byte(nil), []byte{},
 		at, nil, int(-5), int8(-8), int16(16), int32(-32), uint(5), uint16(16), uint32(32), uint64(math.MaxUint64), float32(0.1)}
-	data, err := json.Marshal(encodeArgs(vals))
+	data, err := json.Marshal(hotset.EncodeArgs(vals))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back []typedValue
+	var back []hotset.Value
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	raw, ok := decodeArgs(back)
+	raw, ok := hotset.DecodeArgs(back, maxWarmArgs)
 	if !ok {
 		t.Fatalf("%s did not decode", data)
 	}
