@@ -209,8 +209,8 @@ func (c *conn) admit(write bool) (probe bool, err error) {
 	return probe, nil
 }
 
-// breakerState is the state of a scope's breaker, by the root's old name
-// for it.
+// breakerState is the state of a scope's breaker, under the name the
+// root's code has for it.
 type breakerState = guard.State
 
 // The states of a breaker.
@@ -220,11 +220,11 @@ const (
 	breakerHalfOpen = guard.HalfOpen
 )
 
-// breakerVerdict is the Classify of a scope's breaker: only errors that mean the
-// database is unavailable count as failures (see unavailable); a request
-// that never reached the database (errNotRun, errDeadSession) and a
-// caller's own cancellation say nothing; every other outcome, an error of
-// the statement's own included, means the database answered.
+// breakerVerdict is the Classify of a scope's breaker: only errors that
+// mean the database is unavailable count as failures (see unavailable); a
+// request that never reached the database (errNotRun, errDeadSession) and
+// a caller's own cancellation say nothing; every other outcome, an error
+// of the statement's own included, means the database answered.
 func breakerVerdict(err error) guard.Outcome {
 	switch {
 	case err == errNotRun || err == errDeadSession:
