@@ -8,19 +8,18 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/sync/semaphore"
+	"github.com/sqlflight/sqlflight/internal/guard"
 )
 
 var (
 	// ErrOverloaded is wrapped by the error of a read that waited longer than
 	// Options.QueueTimeout (or its context) for one of its scope's
 	// Options.MaxInflight origin slots, when no cached result could stand in.
-	ErrOverloaded = errors.New("sqlflight: overloaded: no origin slot free")
+	ErrOverloaded = guard.ErrFull
 
 	// ErrCircuitOpen is wrapped by the error of a statement refused because
 	// the circuit breaker of its scope (its database) is open: the database
@@ -38,17 +37,16 @@ const (
 	DefaultBreakerProbes   = 1
 )
 
-// guard protects one database (one scope) behind a Shield: a semaphore
-// bounds the origin queries running at once (foreground and background
+// scopeGuard protects one database (one scope) behind a Shield: limiters
+// bound the origin queries running at once (foreground and background
 // apart), and a circuit breaker stops sending work to a database found
-// unavailable. Each scope has its own, configured by the Shield's Options:
-// one database's outage, or its slowness, never refuses the others'
-// statements nor takes their slots.
-type guard struct {
-	fg, bg       *semaphore.Weighted
-	queueTimeout time.Duration
-	br           breaker
-	rejected     atomic.Uint64 // statements refused by br
+// unavailable (package guard). Each scope has its own, configured by the
+// Shield's Options: one database's outage, or its slowness, never refuses
+// the others' statements nor takes their slots.
+type scopeGuard struct {
+	fg, bg   *guard.Limiter
+	br       *guard.Breaker
+	rejected atomic.Uint64 // statements refused by br
 }
 
 // guardDefaults fills in the guard's zero Options.
@@ -73,27 +71,28 @@ func guardDefaults(o *Options) {
 	}
 }
 
-// init sets g up from o (defaults already filled in).
-func (g *guard) init(o *Options, log func(from, to breakerState), clock Clock) {
-	g.fg = semaphore.NewWeighted(int64(o.MaxInflight))
-	g.bg = semaphore.NewWeighted(int64(o.MaxRefreshes))
-	g.queueTimeout = o.QueueTimeout
-	g.br = breaker{clock: clock, failures: int32(o.BreakerFailures), timeout: o.BreakerTimeout,
-		probes: int32(o.BreakerProbes), onChange: log}
+// init sets g up from o (defaults already filled in). Background slots
+// have no queue timeout: refreshes never queue, pre-warming waits as long
+// as its context lets it.
+func (g *scopeGuard) init(o *Options, log func(from, to breakerState), clock Clock) {
+	g.fg = guard.NewLimiter(o.MaxInflight, o.QueueTimeout)
+	g.bg = guard.NewLimiter(o.MaxRefreshes, 0)
+	g.br = guard.NewBreaker(guard.Config{Failures: o.BreakerFailures, Timeout: o.BreakerTimeout,
+		Probes: o.BreakerProbes, Clock: clock, Classify: breakerVerdict, OnChange: log})
 }
 
 // enter admits one foreground origin query of sc: its breaker must allow it
 // and one of its slots must free up before ctx ends or the queue timeout
 // passes. The ticket goes back with exit.
 func (s *Shield) enter(ctx context.Context, sc *scope) (ticket, error) {
-	probe, ok := sc.guard.br.allow()
+	probe, ok := sc.guard.br.Allow()
 	if !ok {
 		s.refused(sc)
 		return ticket{}, ErrCircuitOpen
 	}
 	t, err := s.slot(ctx, sc)
 	if err != nil {
-		sc.guard.br.record(probe, errNotRun) // the database was not asked
+		sc.guard.br.Record(probe, errNotRun) // the database was not asked
 		return ticket{}, err
 	}
 	t.probe = probe
@@ -110,21 +109,16 @@ func (s *Shield) refused(sc *scope) {
 // timeout passes.
 func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
 	t := ticket{g: &sc.guard, slot: sc.guard.fg}
-	if t.slot.TryAcquire(1) {
-		return t, nil
-	}
-	qctx, cancel := context.WithTimeout(ctx, sc.guard.queueTimeout)
-	err := t.slot.Acquire(qctx, 1)
-	cancel()
+	err := t.slot.Acquire(ctx)
 	if err == nil {
 		return t, nil
 	}
 	s.stats.shed.Add(1)
-	if ctx.Err() != nil {
-		return ticket{}, ctx.Err()
+	if err != ErrOverloaded {
+		return ticket{}, err // ctx ended
 	}
 	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
-		"max_inflight", s.opts.MaxInflight, "queue_timeout", sc.guard.queueTimeout, "scope", sc.name())
+		"max_inflight", s.opts.MaxInflight, "queue_timeout", t.slot.QueueTimeout(), "scope", sc.name())
 	return ticket{}, ErrOverloaded
 }
 
@@ -178,7 +172,7 @@ func (c *conn) forProbe(ctx context.Context, rc driver.Conn, onCaller bool, reop
 // queue.
 func (s *Shield) enterBackground(sc *scope) (ticket, bool) {
 	g := &sc.guard
-	if g.br.state() != breakerClosed || !g.bg.TryAcquire(1) {
+	if g.br.State() != breakerClosed || !g.bg.TryAcquire() {
 		return ticket{}, false
 	}
 	return ticket{g: g, slot: g.bg}, true
@@ -187,16 +181,16 @@ func (s *Shield) enterBackground(sc *scope) (ticket, bool) {
 // ticket is an admitted origin query: its scope's guard, its slot and
 // whether it probes a half-open breaker.
 type ticket struct {
-	g     *guard
-	slot  *semaphore.Weighted
+	g     *scopeGuard
+	slot  *guard.Limiter
 	probe bool
 }
 
 // exit gives the ticket back and tells the breaker how it went.
 func (s *Shield) exit(t ticket, err error) {
-	t.g.br.record(t.probe, err)
+	t.g.br.Record(t.probe, err)
 	if t.slot != nil {
-		t.slot.Release(1)
+		t.slot.Release()
 	}
 }
 
@@ -207,7 +201,7 @@ func (c *conn) admit(write bool) (probe bool, err error) {
 	if c.inTx() || (write && c.s.opts.WritesWhenOpen) {
 		return false, nil
 	}
-	probe, ok := c.sc.guard.br.allow()
+	probe, ok := c.sc.guard.br.Allow()
 	if !ok {
 		c.s.refused(c.sc)
 		return false, ErrCircuitOpen
@@ -215,136 +209,32 @@ func (c *conn) admit(write bool) (probe bool, err error) {
 	return probe, nil
 }
 
-type breakerState int32
+// breakerState is the state of a scope's breaker, under the name the
+// root's code has for it.
+type breakerState = guard.State
 
+// The states of a breaker.
 const (
-	breakerClosed breakerState = iota
-	breakerOpen
-	breakerHalfOpen
+	breakerClosed   = guard.Closed
+	breakerOpen     = guard.Open
+	breakerHalfOpen = guard.HalfOpen
 )
 
-func (s breakerState) String() string {
-	switch s {
-	case breakerOpen:
-		return "open"
-	case breakerHalfOpen:
-		return "half-open"
+// breakerVerdict is the Classify of a scope's breaker: only errors that
+// mean the database is unavailable count as failures (see unavailable); a
+// request that never reached the database (errNotRun, errDeadSession) and
+// a caller's own cancellation say nothing; every other outcome, an error
+// of the statement's own included, means the database answered.
+func breakerVerdict(err error) guard.Outcome {
+	switch {
+	case err == errNotRun || err == errDeadSession:
+		return guard.Neutral
+	case unavailable(err):
+		return guard.Unavailable
+	case err != nil && ownCancellation(err):
+		return guard.Neutral
 	}
-	return "closed"
-}
-
-// breaker is a circuit breaker: closed until failures consecutive
-// unavailability errors, then open (refusing at once) for timeout, then
-// half-open, letting probes through: one success closes it, one failure
-// opens it again. Only errors that mean the database is unavailable count
-// (see unavailable); others reset the count like successes, and a caller's
-// own cancellation counts as nothing.
-//
-// It is not gobreaker: gobreaker reads time.Now itself, and this breaker
-// must run on the Shield's Clock so that tests move time instead of sleeping.
-type breaker struct {
-	clock    Clock
-	failures int32
-	timeout  time.Duration
-	probes   int32
-	onChange func(from, to breakerState)
-
-	st          atomic.Int32 // breakerState, read without the lock
-	consecutive atomic.Int32
-	mu          sync.Mutex
-	openedAt    time.Time
-	probedAt    time.Time
-	inProbe     int32
-	transitions atomic.Uint64
-}
-
-func (b *breaker) state() breakerState { return breakerState(b.st.Load()) }
-
-// allow reports whether a request may go, and whether it is a probe.
-func (b *breaker) allow() (probe, ok bool) {
-	if b.state() == breakerClosed {
-		return false, true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch b.state() {
-	case breakerClosed:
-		return false, true
-	case breakerOpen:
-		if b.clock.Now().Sub(b.openedAt) < b.timeout {
-			return false, false
-		}
-		b.set(breakerHalfOpen)
-	}
-	now := b.clock.Now()
-	if b.inProbe >= b.probes {
-		if now.Sub(b.probedAt) < b.timeout {
-			return false, false
-		}
-		// A probe that has not reported for a whole timeout is lost (its
-		// caller panicked, say): let another go rather than stay stuck.
-		b.inProbe = 0
-	}
-	b.inProbe++
-	b.probedAt = now
-	return true, true
-}
-
-// record tells the breaker how an allowed request went (errNotRun: it did
-// not go at all).
-func (b *breaker) record(probe bool, err error) {
-	if err == errNotRun || err == errDeadSession {
-		if probe {
-			b.mu.Lock()
-			b.inProbe--
-			b.mu.Unlock()
-		}
-		return
-	}
-	down := unavailable(err)
-	if !probe && !down {
-		if err == nil || !ownCancellation(err) {
-			if b.consecutive.Load() != 0 {
-				b.consecutive.Store(0)
-			}
-		}
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if probe {
-		b.inProbe--
-		switch {
-		case down:
-			b.open()
-		case err == nil || !ownCancellation(err):
-			b.consecutive.Store(0)
-			if b.state() == breakerHalfOpen {
-				b.set(breakerClosed)
-			}
-		}
-		return
-	}
-	if b.consecutive.Add(1) >= b.failures && b.state() == breakerClosed {
-		b.open()
-	}
-}
-
-func (b *breaker) open() {
-	b.openedAt = b.clock.Now()
-	b.consecutive.Store(0)
-	if b.state() != breakerOpen {
-		b.set(breakerOpen)
-	}
-}
-
-func (b *breaker) set(to breakerState) {
-	from := b.state()
-	b.st.Store(int32(to))
-	b.transitions.Add(1)
-	if b.onChange != nil {
-		b.onChange(from, to)
-	}
+	return guard.Healthy
 }
 
 // unavailable reports whether err means the database cannot be reached or

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sqlflight/sqlflight/internal/guard"
 )
 
 // flaky is a parent whose queries and execs fail with err while it is set.
@@ -208,6 +209,30 @@ func TestUnavailableClassification(t *testing.T) {
 	}
 }
 
+func TestBreakerVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want guard.Outcome
+	}{
+		{nil, guard.Healthy},
+		{sql.ErrNoRows, guard.Healthy},
+		{&pgconn.PgError{Code: "23505"}, guard.Healthy},
+		{errors.New("boom"), guard.Healthy},
+		{errNotRun, guard.Neutral},
+		{errDeadSession, guard.Neutral}, // although it wraps driver.ErrBadConn
+		{context.Canceled, guard.Neutral},
+		{fmt.Errorf("query: %w", context.DeadlineExceeded), guard.Neutral},
+		{fmt.Errorf("%w (%w)", ErrOriginTimeout, context.DeadlineExceeded), guard.Unavailable},
+		{&pgconn.PgError{Code: "57P01"}, guard.Unavailable},
+		{driver.ErrBadConn, guard.Unavailable},
+		{&connectFailure{err: context.DeadlineExceeded}, guard.Unavailable},
+	} {
+		if got := breakerVerdict(tc.err); got != tc.want {
+			t.Errorf("breakerVerdict(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestOpenBreakerRefusesWritesBeforeConnecting(t *testing.T) {
 	clk := newFakeClock()
 	f := newFlaky()
@@ -266,23 +291,5 @@ func TestHalfOpenClosesOnlyOnAProbeThatRan(t *testing.T) {
 	}
 	if st := s.Stats().BreakerState; st != "closed" {
 		t.Fatalf("a probe that ran and succeeded left the breaker %s", st)
-	}
-}
-
-func TestLostProbeDoesNotWedgeTheBreaker(t *testing.T) {
-	clk := newFakeClock()
-	b := breaker{clock: clk, failures: 1, timeout: time.Second, probes: 1}
-	b.record(false, driver.ErrBadConn)
-	clk.Add(time.Second)
-	if probe, ok := b.allow(); !ok || !probe {
-		t.Fatal("no probe after the timeout")
-	}
-	// That probe's caller panicked: it never reports.
-	if _, ok := b.allow(); ok {
-		t.Fatal("a second probe while the first runs")
-	}
-	clk.Add(time.Second)
-	if probe, ok := b.allow(); !ok || !probe {
-		t.Fatal("a lost probe wedged the breaker half-open")
 	}
 }

@@ -354,7 +354,7 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 	if err != nil {
 		return nil, err
 	}
-	defer t.slot.Release(1)
+	defer t.slot.Release()
 	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v, args: rd.args}, rd.run, rd.args) // it consults the breaker itself
 }
 

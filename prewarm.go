@@ -465,10 +465,10 @@ func (w *warmer) report() PrewarmReport {
 // background slots must free up before ctx ends.
 func (s *Shield) enterWarm(ctx context.Context, sc *scope) (ticket, error) {
 	g := &sc.guard
-	if g.br.state() != breakerClosed {
+	if g.br.State() != breakerClosed {
 		return ticket{}, ErrCircuitOpen
 	}
-	if err := g.bg.Acquire(ctx, 1); err != nil {
+	if err := g.bg.Acquire(ctx); err != nil {
 		return ticket{}, err
 	}
 	return ticket{g: g, slot: g.bg}, nil

@@ -27,7 +27,7 @@ type scope struct {
 	label      atomic.Pointer[string]
 	labelFinal atomic.Bool
 	// guard is the scope's own semaphore and circuit breaker (breaker.go).
-	guard guard
+	guard scopeGuard
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or
@@ -180,12 +180,12 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		// The first real connection goes through the scope's breaker like
 		// every later one: a database down from the start opens it, and
 		// an open breaker answers at once.
-		probe, ok := sc.guard.br.allow()
+		probe, ok := sc.guard.br.Allow()
 		var rc driver.Conn
 		var err error
 		if ok {
 			rc, err = open(ctx)
-			sc.guard.br.record(probe, err)
+			sc.guard.br.Record(probe, err)
 		} else {
 			s.refused(sc)
 			err = ErrCircuitOpen

@@ -620,8 +620,8 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 	worst := breakerClosed
 	for _, sc := range scopes {
 		g := &sc.guard
-		state := g.br.state()
-		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.transitions.Load()}
+		state := g.br.State()
+		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.Transitions()}
 		st.BreakerTransitions += b.Transitions
 		if state != breakerClosed {
 			st.BreakerOpen++
