@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/feed"
 )
 
 // Renew makes memTier a Leaser: compare-and-extend.
@@ -69,5 +71,66 @@ func TestFeedNeedsPostgres(t *testing.T) {
 	err := db.Ping()
 	if !errors.Is(err, ErrFeedUnavailable) || !strings.Contains(err.Error(), "pgx") {
 		t.Fatalf("Ping: %v, want ErrFeedUnavailable naming pgx", err)
+	}
+}
+
+// TestFeedUnavailableIsTheFeedsError: ErrFeedUnavailable is the feed
+// package's error, the same value under the same text, so errors.Is holds
+// whichever of the two an error wraps.
+func TestFeedUnavailableIsTheFeedsError(t *testing.T) {
+	if ErrFeedUnavailable != feed.ErrUnavailable || ErrFeedUnavailable.Error() != "sqlflight: change feed unavailable" {
+		t.Fatalf("ErrFeedUnavailable %q is not the feed's error", ErrFeedUnavailable)
+	}
+	err := feed.Unavailable(nil, "no triggers")
+	if !errors.Is(err, ErrFeedUnavailable) || err.Error() != "sqlflight: change feed unavailable: no triggers" {
+		t.Fatalf("feed.Unavailable: %v", err)
+	}
+}
+
+// TestFeedSinkAppliesAndCounts: what a source reports reaches the Shield:
+// Apply invalidates and counts a transaction and its changes, Reapply
+// invalidates without counting, Resync drops everything and counts a
+// resync, and the changes keep their table, rows and wholeness.
+func TestFeedSinkAppliesAndCounts(t *testing.T) {
+	s := New()
+	defer s.Close()
+	f := &scopeFeed{s: s, mode: FeedReplication}
+	f.state.Store(feedCurrent)
+	k := feedSink{f: f, ready: func() {}}
+	changed := func(do func(), table string) bool {
+		seq := s.epochs.now()
+		do()
+		return !s.epochs.unchangedFor(seq, []string{table}, true, nil)
+	}
+	v := "5"
+	if !changed(func() {
+		k.Apply([]feed.Change{{Table: "public.items", New: map[string]*string{"id": &v}}, {Table: "public.other", Whole: true}}, time.Time{})
+	}, "items") {
+		t.Error("Apply did not invalidate the table")
+	}
+	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 {
+		t.Errorf("after Apply: %d transactions, %d changes", st.FeedTransactions, st.FeedChanges)
+	}
+	if !changed(func() { k.Reapply([]feed.Change{{Table: "public.items", Whole: true}}) }, "items") {
+		t.Error("Reapply did not invalidate the table")
+	}
+	if changed(func() { k.Reapply([]feed.Change{{Table: "public.other", Whole: true}}) }, "items") {
+		t.Error("a change of another table invalidated items")
+	}
+	if !changed(k.Resync, "items") {
+		t.Error("Resync did not invalidate")
+	}
+	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 || st.FeedResyncs != 1 {
+		t.Errorf("after Reapply and Resync: %d transactions, %d changes, %d resyncs", st.FeedTransactions, st.FeedChanges, st.FeedResyncs)
+	}
+	f.lag.Store(int64(time.Hour))
+	k.CaughtUp()
+	if f.lag.Load() != 0 {
+		t.Error("CaughtUp left the lag")
+	}
+	cs := changesOf([]feed.Change{{Table: "public.items", Whole: true}, {Table: "s.t", Old: map[string]*string{"id": nil}, New: map[string]*string{"id": &v}}})
+	if len(cs) != 2 || cs[0].table != "public.items" || !cs[0].whole || cs[1].table != "s.t" || cs[1].whole ||
+		len(cs[1].old) != 1 || cs[1].old["id"] != nil || cs[1].new["id"] != &v || changesOf(nil) != nil {
+		t.Errorf("changesOf: %+v", cs)
 	}
 }
