@@ -10,7 +10,10 @@
 // context ends, and reports to a Sink: Ready once established, Apply for
 // each committed transaction's changes (Change), in commit order, Resync
 // when changes may have been missed, CaughtUp when it has applied all the
-// server sent, Warn for what deserves a log line.
+// server sent, Warn for what deserves a log line. Listen is the NOTIFY
+// source on a connection the caller opened. A replication stream applies
+// each transaction a second time (Reapply) once new snapshots see it: its
+// Commit message arrives before the transaction is visible.
 //
 // Guarantees: a source reports nothing that was not committed, and reports
 // every committed change to the tables it follows while its stream runs, or

@@ -108,10 +108,13 @@ func Notify(ctx context.Context, src Source, sink Sink) error {
 // together by the next.
 //
 // Every feedCheckInterval it checks that the triggers are still there: a
-// function gone, or fewer enabled triggers than at the last check, ends
-// it with an error wrapping ErrUnavailable. It trims the records of transactions committed at
-// least queueKeep ago. conn must be outside a transaction and used by
-// nothing else meanwhile; the caller closes it.
+// function gone, or fewer enabled triggers than at the last check, ends it
+// with an error wrapping ErrUnavailable (so do triggers of an earlier
+// install, or none at all, at the start). It trims the records of
+// transactions committed at least queueKeep ago. conn must be outside a
+// transaction, deliver its notifications to WaitForNotification (no
+// OnNotification), and be used by nothing else meanwhile; the caller
+// closes it.
 func Listen(ctx context.Context, conn *pgx.Conn, sink Sink) error {
 	fail := func(err error, what string) error {
 		if ctx.Err() != nil {
