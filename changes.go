@@ -1,8 +1,11 @@
 package sqlflight
 
+import "github.com/sqlflight/sqlflight/internal/feed"
+
 // change is one committed change to a table as a change feed reports it
 // (a row inserted, updated or deleted, or the table truncated), made by any
-// client of the database, through a Shield or not.
+// client of the database, through a Shield or not: a feed.Change, in the
+// form the row-level invalidation reads (changesOf converts).
 type change struct {
 	// table is the changed table, schema-qualified as the server names it
 	// (public.items); epochs key it by tableKey.
@@ -16,6 +19,18 @@ type change struct {
 	// alone). old is nil for an INSERT, new for a DELETE; a column missing
 	// from a map is unknown, not NULL (a NULL is reported as a nil value).
 	old, new map[string]*string
+}
+
+// changesOf returns a feed's changes as the Shield applies them.
+func changesOf(fcs []feed.Change) []change {
+	if len(fcs) == 0 {
+		return nil
+	}
+	cs := make([]change, len(fcs))
+	for i, c := range fcs {
+		cs[i] = change{table: c.Table, whole: c.Whole, old: c.Old, new: c.New}
+	}
+	return cs
 }
 
 // applyChanges invalidates what committed changes may have changed, as

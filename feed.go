@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/sqlflight/sqlflight/internal/feed"
 )
 
 // The change feed: every committed change to the database, whoever made it,
@@ -83,21 +83,7 @@ const (
 // free replication slot or WAL sender, installed triggers — and errors.As
 // finds the server's *pgconn.PgError when there is one. It never holds a
 // password or data of the database.
-var ErrFeedUnavailable = errors.New("sqlflight: change feed unavailable")
-
-// feedError is an ErrFeedUnavailable with its reason and cause.
-type feedError struct {
-	reason string
-	cause  error
-}
-
-func (e *feedError) Error() string   { return ErrFeedUnavailable.Error() + ": " + e.reason }
-func (e *feedError) Unwrap() []error { return []error{ErrFeedUnavailable, e.cause} }
-
-// feedUnavailable wraps cause as ErrFeedUnavailable for reason.
-func feedUnavailable(cause error, reason string, args ...any) error {
-	return &feedError{reason: fmt.Sprintf(reason, args...), cause: cause}
-}
+var ErrFeedUnavailable = feed.ErrUnavailable
 
 // Feed states (Stats.FeedState).
 const (
@@ -123,17 +109,7 @@ const (
 // validPublication reports whether name may name a publication: letters,
 // digits, '_' and '$', at most 63 bytes (it is quoted as given, so case
 // matters).
-func validPublication(name string) bool {
-	if name == "" || len(name) > 63 {
-		return false
-	}
-	for _, r := range name {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '$') {
-			return false
-		}
-	}
-	return true
-}
+func validPublication(name string) bool { return feed.ValidPublication(name) }
 
 // feedCounters are a Shield's feed counters, over its scopes.
 type feedCounters struct {
@@ -177,10 +153,10 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 	switch mode {
 	case FeedReplication, FeedNotify:
 	default:
-		return feedUnavailable(nil, "unknown Options.Feed %q (want %q or %q)", string(mode), FeedReplication, FeedNotify)
+		return feed.Unavailable(nil, "unknown Options.Feed %q (want %q or %q)", string(mode), FeedReplication, FeedNotify)
 	}
 	if mode == FeedReplication && !validPublication(s.feedPublication()) {
-		return feedUnavailable(nil, "Options.FeedPublication must be 1 to 63 letters, digits, '_' or '$'")
+		return feed.Unavailable(nil, "Options.FeedPublication must be 1 to 63 letters, digits, '_' or '$'")
 	}
 	var cfg *pgx.ConnConfig
 	own := s.opts.FeedDSN != ""
@@ -189,12 +165,12 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 		var err error
 		if cfg, err = pgx.ParseConfig(s.opts.FeedDSN); err != nil {
 			// pgx's error may quote the DSN: not shown.
-			return feedUnavailable(nil, "Options.FeedDSN does not parse as a PostgreSQL DSN (the value is not shown)")
+			return feed.Unavailable(nil, "Options.FeedDSN does not parse as a PostgreSQL DSN (the value is not shown)")
 		}
 	case ok:
 		cfg = pc.Conn().Config()
 	default:
-		return feedUnavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
+		return feed.Unavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
 	}
 	f := &scopeFeed{s: s, sc: sc, mode: mode, cfg: cfg, own: own}
 	f.state.Store(feedStarting)
@@ -216,7 +192,7 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 		}
 	case <-ctx.Done():
 		f.stop()
-		return feedUnavailable(ctx.Err(), "the feed was not established before the connection's context ended")
+		return feed.Unavailable(ctx.Err(), "the feed was not established before the connection's context ended")
 	}
 	s.feedStats.mu.Lock()
 	if s.feedStats.feeds == nil {
@@ -325,9 +301,8 @@ func (f *scopeFeed) setState(to string, err error) {
 		attrs := []any{"mode", string(f.mode), "from", from, errAttr(err), "lag", time.Duration(f.lag.Load())}
 		// An ErrFeedUnavailable's reason is the feed's own words (no data,
 		// no secret): it says what to fix.
-		var fe *feedError
-		if errors.As(err, &fe) {
-			attrs = append(attrs, "reason", fe.reason)
+		if reason, ok := feed.Reason(err); ok {
+			attrs = append(attrs, "reason", reason)
 		}
 		f.s.log.Warn("sqlflight: change feed "+to, attrs...)
 	default:
@@ -408,48 +383,43 @@ func (f *scopeFeed) loop(ctx context.Context, done chan struct{}, first chan err
 // session runs one stream of the feed until it fails or ctx ends; ready is
 // called once the stream is established.
 func (f *scopeFeed) session(ctx context.Context, ready func()) error {
+	src := feed.Source{Conn: f.cfg, SameServer: f.sameServer, Classify: errorClass}
+	sink := feedSink{f: f, ready: ready}
 	if f.mode == FeedNotify {
-		return f.notifySession(ctx, ready)
+		return feed.Notify(ctx, src, sink)
 	}
-	return f.replicate(ctx, ready)
+	src.Publication = f.s.feedPublication()
+	return feed.Replicate(ctx, src, sink)
 }
 
-// notifySession LISTENs for the triggers' notifications.
-func (f *scopeFeed) notifySession(ctx context.Context, ready func()) error {
-	conn, err := f.dial(ctx)
-	if err != nil {
-		return feedUnavailable(err, "cannot open the feed's connection (%s)", errorClass(err))
-	}
-	defer closeSoon(conn)
-	if err := f.sameServer(ctx, conn.PgConn()); err != nil {
-		return err
-	}
-	return listenChanges(ctx, conn, notifyHooks{
-		apply: f.apply,
-		resync: func() {
-			f.s.bump(nil, false)
-			f.s.feedStats.resyncs.Add(1)
-		},
-		ready: ready,
-		warn:  func(msg string, err error) { f.s.log.Warn(msg, errAttr(err)) },
-	})
+// feedSink is what one stream of a scope's feed reports to: the Shield's
+// invalidations, the feed's counters, lag and log.
+type feedSink struct {
+	f     *scopeFeed
+	ready func()
 }
 
-// dial opens an ordinary connection of the feed's own with the scope's
-// configuration.
-func (f *scopeFeed) dial(ctx context.Context) (*pgx.Conn, error) {
-	cfg := f.cfg.Copy()
-	// The scope's config comes from a pooled connection, whose
-	// OnNotification buffers into that connection; pgx installs the feed
-	// connection's own only when it is nil.
-	cfg.OnNotification = nil
-	// The listener waits with deadlines: a cancel request would reach the
-	// server and could cancel its next statement.
-	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
-	}
-	return pgx.ConnectConfig(ctx, cfg)
+// Ready tells the feed's loop the stream is established.
+func (k feedSink) Ready() { k.ready() }
+
+// Apply applies one committed transaction's changes and counts it.
+func (k feedSink) Apply(cs []feed.Change, commit time.Time) { k.f.applyAt(changesOf(cs), commit) }
+
+// Reapply applies changes again, uncounted (the replication source's
+// visibility check).
+func (k feedSink) Reapply(cs []feed.Change) { k.f.s.applyChanges(changesOf(cs)) }
+
+// CaughtUp records that the feed is not behind the server.
+func (k feedSink) CaughtUp() { k.f.noteLag(0) }
+
+// Resync drops every cached entry: the source missed changes.
+func (k feedSink) Resync() {
+	k.f.s.bump(nil, false)
+	k.f.s.feedStats.resyncs.Add(1)
 }
+
+// Warn logs a warning of the source, its error without its text.
+func (k feedSink) Warn(msg string, err error) { k.f.s.log.Warn(msg, errAttr(err)) }
 
 // sameServer checks, when the feed connects with Options.FeedDSN, that its
 // connection pc reaches the scope's database: the same database (its OID)
@@ -466,26 +436,17 @@ func (f *scopeFeed) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
 	got, ok, err := pgxIdentity(ctx, pc)
 	switch {
 	case err != nil:
-		return feedUnavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errorClass(err))
+		return feed.Unavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errorClass(err))
 	case !ok || want == nil:
-		return feedUnavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
+		return feed.Unavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
 	case got.database != want.database || got.system != "" && want.system != "" && got.system != want.system:
-		return feedUnavailable(nil, "Options.FeedDSN reaches another database than the scope's")
+		return feed.Unavailable(nil, "Options.FeedDSN reaches another database than the scope's")
 	}
 	return nil
 }
 
-// closeSoon closes a feed's connection, waiting at most a second.
-func closeSoon(conn *pgx.Conn) {
-	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(cctx)
-}
-
-// apply applies the changes of one committed transaction, committed at
-// commitTime on the server's clock (zero: not known).
-func (f *scopeFeed) apply(cs []change) { f.applyAt(cs, time.Time{}) }
-
+// applyAt applies the changes of one committed transaction, committed at
+// commitTime on the server's clock (zero: not known), and counts it.
 func (f *scopeFeed) applyAt(cs []change, commitTime time.Time) {
 	f.s.applyChanges(cs)
 	st := &f.s.feedStats

@@ -4,15 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"maps"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
+	"github.com/sqlflight/sqlflight/internal/feed"
 )
 
 // Renew makes memTier a Leaser: compare-and-extend.
@@ -29,98 +25,6 @@ func (m *memTier) Renew(ctx context.Context, ns, key string, l Lease, ttl time.D
 	e.until = m.clock.Now().Add(ttl)
 	m.leases[ns+key] = e
 	return true, nil
-}
-
-func strp(s string) *string { return &s }
-
-func textCol(s string) *pglogrepl.TupleDataColumn {
-	return &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: []byte(s)}
-}
-
-var (
-	nullCol      = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeNull}
-	unchangedCol = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeToast}
-)
-
-func tuple(cols ...*pglogrepl.TupleDataColumn) *pglogrepl.TupleData {
-	return &pglogrepl.TupleData{ColumnNum: uint16(len(cols)), Columns: cols}
-}
-
-// TestDecoderChanges: pgoutput messages become one []change per committed
-// transaction: text values, nil for NULL, nothing for what is unknown
-// (unchanged TOAST values, the non-key columns of a key tuple, every
-// column but the key's of an UPDATE that sent no old tuple).
-func TestDecoderChanges(t *testing.T) {
-	d := decoder{relations: map[uint32]*pglogrepl.RelationMessage{}}
-	rel := &pglogrepl.RelationMessage{RelationID: 7, Namespace: "public", RelationName: "items",
-		Columns: []*pglogrepl.RelationMessageColumn{{Flags: 1, Name: "id"}, {Name: "tenant"}, {Name: "body"}}}
-	msgs := []pglogrepl.Message{
-		rel,
-		&pglogrepl.BeginMessage{},
-		&pglogrepl.InsertMessage{RelationID: 7, Tuple: tuple(textCol("1"), nullCol, textCol("x"))},
-		&pglogrepl.UpdateMessage{RelationID: 7, NewTuple: tuple(textCol("1"), textCol("t"), unchangedCol)},
-		&pglogrepl.UpdateMessage{RelationID: 7, OldTupleType: pglogrepl.UpdateMessageTupleTypeKey,
-			OldTuple: tuple(textCol("1"), nullCol, nullCol), NewTuple: tuple(textCol("2"), textCol("t"), textCol("y"))},
-		&pglogrepl.DeleteMessage{RelationID: 7, OldTupleType: pglogrepl.DeleteMessageTupleTypeKey,
-			OldTuple: tuple(textCol("2"), nullCol, nullCol)},
-		&pglogrepl.DeleteMessage{RelationID: 7, OldTupleType: pglogrepl.DeleteMessageTupleTypeOld,
-			OldTuple: tuple(textCol("3"), nullCol, unchangedCol)},
-		&pglogrepl.TruncateMessage{RelationIDs: []uint32{7, 99}},
-		&pglogrepl.InsertMessage{RelationID: 42, Tuple: tuple(textCol("1"))},
-	}
-	for _, m := range msgs {
-		if _, _, done := d.decode(m); done {
-			t.Fatalf("%T ended a transaction", m)
-		}
-	}
-	if !d.inTx {
-		t.Fatal("not in a transaction after Begin")
-	}
-	cs, commit, done := d.decode(&pglogrepl.CommitMessage{TransactionEndLSN: 100})
-	if !done || commit.TransactionEndLSN != 100 {
-		t.Fatal("Commit did not end the transaction")
-	}
-	want := []change{
-		{table: "public.items", new: map[string]*string{"id": strp("1"), "tenant": nil, "body": strp("x")}},
-		{table: "public.items", old: map[string]*string{"id": strp("1")},
-			new: map[string]*string{"id": strp("1"), "tenant": strp("t")}},
-		{table: "public.items", old: map[string]*string{"id": strp("1")},
-			new: map[string]*string{"id": strp("2"), "tenant": strp("t"), "body": strp("y")}},
-		{table: "public.items", old: map[string]*string{"id": strp("2")}},
-		{table: "public.items", old: map[string]*string{"id": strp("3"), "tenant": nil}},
-		{table: "public.items", whole: true},
-		{whole: true}, // relation 99 was never described: an unknown table
-		{whole: true},
-	}
-	if !reflect.DeepEqual(cs, want) {
-		t.Fatalf("changes:\n got %s\nwant %s", showChanges(cs), showChanges(want))
-	}
-	if d.inTx || d.changes != nil {
-		t.Fatal("the decoder kept the committed transaction")
-	}
-}
-
-func showChanges(cs []change) string {
-	var b strings.Builder
-	for _, c := range cs {
-		fmt.Fprintf(&b, "{%s whole=%v old=%s new=%s} ", c.table, c.whole, showRow(c.old), showRow(c.new))
-	}
-	return b.String()
-}
-
-func showRow(m map[string]*string) string {
-	if m == nil {
-		return "nil"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := "NULL"
-		if m[k] != nil {
-			v = *m[k]
-		}
-		parts = append(parts, k+"="+v)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // TestFeedDSNParams: sqlflight.feed, feed_publication and feed_lease_ttl
@@ -167,5 +71,66 @@ func TestFeedNeedsPostgres(t *testing.T) {
 	err := db.Ping()
 	if !errors.Is(err, ErrFeedUnavailable) || !strings.Contains(err.Error(), "pgx") {
 		t.Fatalf("Ping: %v, want ErrFeedUnavailable naming pgx", err)
+	}
+}
+
+// TestFeedUnavailableIsTheFeedsError: ErrFeedUnavailable is the feed
+// package's error, the same value under the same text, so errors.Is holds
+// whichever of the two an error wraps.
+func TestFeedUnavailableIsTheFeedsError(t *testing.T) {
+	if ErrFeedUnavailable != feed.ErrUnavailable || ErrFeedUnavailable.Error() != "sqlflight: change feed unavailable" {
+		t.Fatalf("ErrFeedUnavailable %q is not the feed's error", ErrFeedUnavailable)
+	}
+	err := feed.Unavailable(nil, "no triggers")
+	if !errors.Is(err, ErrFeedUnavailable) || err.Error() != "sqlflight: change feed unavailable: no triggers" {
+		t.Fatalf("feed.Unavailable: %v", err)
+	}
+}
+
+// TestFeedSinkAppliesAndCounts: what a source reports reaches the Shield:
+// Apply invalidates and counts a transaction and its changes, Reapply
+// invalidates without counting, Resync drops everything and counts a
+// resync, and the changes keep their table, rows and wholeness.
+func TestFeedSinkAppliesAndCounts(t *testing.T) {
+	s := New()
+	defer s.Close()
+	f := &scopeFeed{s: s, mode: FeedReplication}
+	f.state.Store(feedCurrent)
+	k := feedSink{f: f, ready: func() {}}
+	changed := func(do func(), table string) bool {
+		seq := s.epochs.now()
+		do()
+		return !s.epochs.unchangedFor(seq, []string{table}, true, nil)
+	}
+	v := "5"
+	if !changed(func() {
+		k.Apply([]feed.Change{{Table: "public.items", New: map[string]*string{"id": &v}}, {Table: "public.other", Whole: true}}, time.Time{})
+	}, "items") {
+		t.Error("Apply did not invalidate the table")
+	}
+	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 {
+		t.Errorf("after Apply: %d transactions, %d changes", st.FeedTransactions, st.FeedChanges)
+	}
+	if !changed(func() { k.Reapply([]feed.Change{{Table: "public.items", Whole: true}}) }, "items") {
+		t.Error("Reapply did not invalidate the table")
+	}
+	if changed(func() { k.Reapply([]feed.Change{{Table: "public.other", Whole: true}}) }, "items") {
+		t.Error("a change of another table invalidated items")
+	}
+	if !changed(k.Resync, "items") {
+		t.Error("Resync did not invalidate")
+	}
+	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 || st.FeedResyncs != 1 {
+		t.Errorf("after Reapply and Resync: %d transactions, %d changes, %d resyncs", st.FeedTransactions, st.FeedChanges, st.FeedResyncs)
+	}
+	f.lag.Store(int64(time.Hour))
+	k.CaughtUp()
+	if f.lag.Load() != 0 {
+		t.Error("CaughtUp left the lag")
+	}
+	cs := changesOf([]feed.Change{{Table: "public.items", Whole: true}, {Table: "s.t", Old: map[string]*string{"id": nil}, New: map[string]*string{"id": &v}}})
+	if len(cs) != 2 || cs[0].table != "public.items" || !cs[0].whole || cs[1].table != "s.t" || cs[1].whole ||
+		len(cs[1].old) != 1 || cs[1].old["id"] != nil || cs[1].new["id"] != &v || changesOf(nil) != nil {
+		t.Errorf("changesOf: %+v", cs)
 	}
 }

@@ -1,4 +1,4 @@
-package sqlflight
+package feed
 
 import (
 	"bytes"
@@ -9,9 +9,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The queue reader's rhythm (see listenChanges). Variables, for tests.
+// The queue reader's rhythm (see Listen). Variables, for tests (see
+// SetRhythmForTest).
 var (
 	// queuePoll is the longest a listener waits for a wake-up before it
 	// reads the queue anyway.
@@ -61,20 +63,42 @@ LIMIT 10001
 FROM (SELECT pg_catalog.to_regprocedure('sqlflight.notify_changes()') AS oid) p`
 )
 
-// notifyHooks are what a listener reports to.
-type notifyHooks struct {
-	apply  func([]change) // one record's changes
-	resync func()         // anything may have changed: a gap in what was read
-	ready  func()         // listening, the queue read once
-	warn   func(msg string, err error)
+// SetRhythmForTest sets how long a listener waits for a wake-up before it
+// reads the queue anyway (poll) and how often it checks the triggers
+// (check), for tests that cannot wait for the defaults, and returns a
+// function that restores them. It is for tests only, and must be called
+// while no listener runs.
+func SetRhythmForTest(poll, check time.Duration) (restore func()) {
+	oldPoll, oldCheck := queuePoll, feedCheckInterval
+	queuePoll, feedCheckInterval = poll, check
+	return func() { queuePoll, feedCheckInterval = oldPoll, oldCheck }
 }
 
-// listenChanges follows the queue of change records the triggers that
+// Notify runs one stream of the NOTIFY source until it fails or ctx ends:
+// it opens a connection of its own with src.Conn, checks it with
+// src.SameServer, and follows the triggers' queue on it (see Listen),
+// reporting to sink. It returns what ended it: an error wrapping
+// ErrUnavailable when the connection cannot be opened or the triggers are
+// missing, ctx's error once ctx ended.
+func Notify(ctx context.Context, src Source, sink Sink) error {
+	conn, err := src.dial(ctx)
+	if err != nil {
+		return Unavailable(err, "cannot open the feed's connection (%s)", src.classify(err))
+	}
+	defer closeSoon(conn)
+	if err := src.sameServer(ctx, conn.PgConn()); err != nil {
+		return err
+	}
+	return Listen(ctx, conn, sink)
+}
+
+// Listen follows the queue of change records the triggers that
 // `sqlflight triggers install` create write, on conn: it LISTENs on
 // NotifyChannel for the wake-ups the triggers send at commit, reads the
 // records committed since its last read (at each wake-up, and every
-// queuePoll anyway), and calls apply with each record's changes, until
-// ctx ends or the connection fails. It calls ready once it is listening
+// queuePoll anyway), and calls sink.Apply with each record's changes
+// (sink.Resync for a backlog too large, or reads too far apart), until ctx
+// ends or the connection fails. It calls sink.Ready once it is listening
 // and has read the queue's state. It returns what ended it.
 //
 // A notification carries nothing: whoever sends one (LISTEN and NOTIFY
@@ -84,11 +108,14 @@ type notifyHooks struct {
 // together by the next.
 //
 // Every feedCheckInterval it checks that the triggers are still there: a
-// function gone, or fewer enabled triggers than at the last check, ends
-// it with an error. It trims the records of transactions committed at
-// least queueKeep ago. conn must be outside a transaction and used by
-// nothing else meanwhile; the caller closes it.
-func listenChanges(ctx context.Context, conn *pgx.Conn, h notifyHooks) error {
+// function gone, or fewer enabled triggers than at the last check, ends it
+// with an error wrapping ErrUnavailable (so do triggers of an earlier
+// install, or none at all, at the start). It trims the records of
+// transactions committed at least queueKeep ago. conn must be outside a
+// transaction, deliver its notifications to WaitForNotification (no
+// OnNotification), and be used by nothing else meanwhile; the caller
+// closes it.
+func Listen(ctx context.Context, conn *pgx.Conn, sink Sink) error {
 	fail := func(err error, what string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -108,7 +135,7 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, h notifyHooks) error {
 		return fail(err, "reading the change queue's snapshot")
 	}
 	q.sent, q.marks = sent, []snapMark{{at: time.Now(), snap: q.snap}}
-	h.ready()
+	sink.Ready()
 	checked := time.Now()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, queuePoll)
@@ -126,7 +153,7 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, h notifyHooks) error {
 		}
 		// Whatever is buffered already is covered by this read.
 		drainNotifications(conn)
-		if err := q.read(ctx, h); err != nil {
+		if err := q.read(ctx, sink); err != nil {
 			return fail(err, "reading the change queue")
 		}
 		if time.Since(checked) >= feedCheckInterval {
@@ -135,7 +162,7 @@ func listenChanges(ctx context.Context, conn *pgx.Conn, h notifyHooks) error {
 			}
 			checked = time.Now()
 		}
-		q.trim(ctx, h)
+		q.trim(ctx, sink)
 	}
 }
 
@@ -163,20 +190,21 @@ func checkTriggers(ctx context.Context, conn *pgx.Conn, before int64) (int64, er
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		if sqlState(err) == "42501" {
-			return 0, feedUnavailable(err, "the feed's role may not use the sqlflight schema: connect the feed as the role that installed the triggers (Options.FeedDSN)")
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return 0, Unavailable(err, "the feed's role may not use the sqlflight schema: connect the feed as the role that installed the triggers (Options.FeedDSN)")
 		}
 		return 0, wrapf("sqlflight: checking the change triggers: %w", err)
 	}
 	switch {
 	case comment == nil:
-		return 0, feedUnavailable(nil, "the change triggers are not installed (sqlflight triggers install)")
+		return 0, Unavailable(nil, "the change triggers are not installed (sqlflight triggers install)")
 	case *comment != feedVersion || !queue:
-		return 0, feedUnavailable(nil, "the change triggers were installed by an earlier sqlflight: install them again (sqlflight triggers install)")
+		return 0, Unavailable(nil, "the change triggers were installed by an earlier sqlflight: install them again (sqlflight triggers install)")
 	case n == 0:
-		return 0, feedUnavailable(nil, "no table has the change triggers (sqlflight triggers install)")
+		return 0, Unavailable(nil, "no table has the change triggers (sqlflight triggers install)")
 	case before >= 0 && n < before:
-		return 0, feedUnavailable(nil, "%d of the %d change triggers were dropped or disabled: writes to their tables are not seen", before-n, before)
+		return 0, Unavailable(nil, "%d of the %d change triggers were dropped or disabled: writes to their tables are not seen", before-n, before)
 	}
 	return n, nil
 }
@@ -204,7 +232,7 @@ type snapMark struct {
 }
 
 // read reads the records committed since the last read and applies them.
-func (q *queueReader) read(ctx context.Context, h notifyHooks) error {
+func (q *queueReader) read(ctx context.Context, sink Sink) error {
 	sent := time.Now()
 	rows, err := q.conn.Query(ctx, queueReadSQL, q.snap)
 	if err != nil {
@@ -242,11 +270,11 @@ func (q *queueReader) read(ctx context.Context, h notifyHooks) error {
 		q.marks = append(q.marks, snapMark{at: now, snap: snap})
 	}
 	if gap || overflow {
-		h.resync()
+		sink.Resync()
 		return nil
 	}
 	for _, p := range payloads {
-		h.apply(parseChangeNotification(p))
+		sink.Apply(parseChangeNotification(p), time.Time{})
 	}
 	return nil
 }
@@ -255,7 +283,7 @@ func (q *queueReader) read(ctx context.Context, h notifyHooks) error {
 // snapshot that is queueKeep old: every listener whose reads are at most
 // maxReadGap apart has read them. A trim that fails (the feed's role may
 // read the queue but not delete from it) is logged once.
-func (q *queueReader) trim(ctx context.Context, h notifyHooks) {
+func (q *queueReader) trim(ctx context.Context, sink Sink) {
 	i := 0
 	for i < len(q.marks)-1 && time.Since(q.marks[i+1].at) >= queueKeep {
 		i++
@@ -270,9 +298,7 @@ func (q *queueReader) trim(ctx context.Context, h notifyHooks) {
 	}
 	if _, err := q.conn.Exec(ctx, queueTrimSQL, mark.snap); err != nil && ctx.Err() == nil && !q.trimWarned {
 		q.trimWarned = true
-		if h.warn != nil {
-			h.warn("sqlflight: change feed: cannot trim the change queue (writers trim it now and then)", err)
-		}
+		sink.Warn("sqlflight: change feed: cannot trim the change queue (writers trim it now and then)", err)
 	}
 }
 
@@ -302,7 +328,7 @@ type notifyPayload struct {
 
 // everything returns the change of a notification that cannot be read:
 // any table may have changed.
-func everything() []change { return []change{{whole: true}} }
+func everything() []Change { return []Change{{Whole: true}} }
 
 // parseChangeNotification turns a trigger's notification payload into the
 // changes it reports: one per row before (old) and after (new) the
@@ -312,9 +338,9 @@ func everything() []change { return []change{{whole: true}} }
 // pairs would. A TRUNCATE or a degraded payload is one whole change per
 // table. A payload that is not exactly what the triggers send (too long,
 // not UTF-8, not the JSON they write, another version, rows that do not
-// match their columns) is a change of every table (table ""). Its cost is
+// match their columns) is a change of every table (Table ""). Its cost is
 // linear in the payload's length, which is bounded; it never panics.
-func parseChangeNotification(payload string) []change {
+func parseChangeNotification(payload string) []Change {
 	if len(payload) > maxNotifyPayload || !utf8.ValidString(payload) {
 		return everything()
 	}
@@ -356,7 +382,7 @@ func parseChangeNotification(payload string) []change {
 		}
 		seen[c] = true
 	}
-	rows := make([]change, 0, len(p.Old)+len(p.New))
+	rows := make([]Change, 0, len(p.Old)+len(p.New))
 	for i, side := range [2][][]json.RawMessage{p.Old, p.New} {
 		old := i == 0
 		for _, r := range side {
@@ -365,9 +391,9 @@ func parseChangeNotification(payload string) []change {
 				return everything()
 			}
 			if old {
-				rows = append(rows, change{table: tables[0], old: m})
+				rows = append(rows, Change{Table: tables[0], Old: m})
 			} else {
-				rows = append(rows, change{table: tables[0], new: m})
+				rows = append(rows, Change{Table: tables[0], New: m})
 			}
 		}
 	}
@@ -379,11 +405,11 @@ func parseChangeNotification(payload string) []change {
 	}
 	// The rows' maps are shared by the tables' changes: changes are read,
 	// never written.
-	out := make([]change, 0, len(rows)*len(tables))
+	out := make([]Change, 0, len(rows)*len(tables))
 	out = append(out, rows...)
 	for _, t := range tables[1:] {
 		for _, c := range rows {
-			c.table = t
+			c.Table = t
 			out = append(out, c)
 		}
 	}
@@ -391,10 +417,10 @@ func parseChangeNotification(payload string) []change {
 }
 
 // wholeChanges returns a whole change for each table.
-func wholeChanges(tables []string) []change {
-	cs := make([]change, len(tables))
+func wholeChanges(tables []string) []Change {
+	cs := make([]Change, len(tables))
 	for i, t := range tables {
-		cs[i] = change{table: t, whole: true}
+		cs[i] = Change{Table: t, Whole: true}
 	}
 	return cs
 }

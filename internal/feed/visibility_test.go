@@ -1,4 +1,4 @@
-package sqlflight
+package feed
 
 import (
 	"context"
@@ -34,16 +34,16 @@ func TestParseSnapshotVisible(t *testing.T) {
 // A transaction whose Commit arrived before it is visible to new snapshots
 // is applied again once a snapshot shows it visible, not before.
 func TestVisibilityAppliesAgainOnceVisible(t *testing.T) {
-	var applied [][]change
+	var applied [][]Change
 	snaps := []string{"10:12:11", "10:13:11", "12:13:"}
 	calls := 0
-	v := newVisibility(func(cs []change) { applied = append(applied, cs) }, func(context.Context) (string, error) {
+	v := newVisibility(func(cs []Change) { applied = append(applied, cs) }, func(context.Context) (string, error) {
 		s := snaps[calls]
 		calls++
 		return s, nil
 	})
-	a := []change{{table: "public.a"}}
-	b := []change{{table: "public.b"}}
+	a := []Change{{Table: "public.a"}}
+	b := []Change{{Table: "public.b"}}
 	v.add(11, a)
 	v.add(12, b)
 	v.add(13, nil) // nothing to apply: never queued
@@ -54,11 +54,11 @@ func TestVisibilityAppliesAgainOnceVisible(t *testing.T) {
 		t.Fatalf("first check: more=%v err=%v applied=%v", more, err, applied)
 	}
 	more, err = v.check(ctx) // 12 visible, 11 still in progress
-	if err != nil || !more || len(applied) != 1 || applied[0][0].table != "public.b" {
+	if err != nil || !more || len(applied) != 1 || applied[0][0].Table != "public.b" {
 		t.Fatalf("second check: more=%v err=%v applied=%v", more, err, applied)
 	}
 	more, err = v.check(ctx) // 11 visible
-	if err != nil || more || len(applied) != 2 || applied[1][0].table != "public.a" {
+	if err != nil || more || len(applied) != 2 || applied[1][0].Table != "public.a" {
 		t.Fatalf("third check: more=%v err=%v applied=%v", more, err, applied)
 	}
 	if more, err = v.check(ctx); err != nil || more || calls != 3 {
@@ -68,8 +68,8 @@ func TestVisibilityAppliesAgainOnceVisible(t *testing.T) {
 
 func TestVisibilityCheckErrorEndsRun(t *testing.T) {
 	boom := errors.New("boom")
-	v := newVisibility(func([]change) {}, func(context.Context) (string, error) { return "", boom })
-	v.add(1, []change{{table: "public.a"}})
+	v := newVisibility(func([]Change) {}, func(context.Context) (string, error) { return "", boom })
+	v.add(1, []Change{{Table: "public.a"}})
 	if err := v.run(context.Background()); !errors.Is(err, boom) {
 		t.Fatalf("run: %v, want the snapshot's error", err)
 	}

@@ -1,4 +1,4 @@
-package sqlflight
+package feed
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 // changeString formats changes for comparison: table, whole, and the old and
 // new maps with NULL as <null> and each map's columns sorted.
-func changeString(cs []change) string {
+func changeString(cs []Change) string {
 	var b strings.Builder
 	row := func(m map[string]*string) string {
 		if m == nil {
@@ -32,7 +32,7 @@ func changeString(cs []change) string {
 		return "{" + strings.Join(parts, " ") + "}"
 	}
 	for _, c := range cs {
-		fmt.Fprintf(&b, "[%q whole=%v old=%s new=%s]", c.table, c.whole, row(c.old), row(c.new))
+		fmt.Fprintf(&b, "[%q whole=%v old=%s new=%s]", c.Table, c.Whole, row(c.Old), row(c.New))
 	}
 	return b.String()
 }
@@ -120,11 +120,11 @@ func TestParseChangeNotificationBoundsPartitionFanOut(t *testing.T) {
 		t.Fatalf("got %d changes, want 520", len(cs))
 	}
 	for _, c := range cs[500:] {
-		if !c.whole || c.new != nil || !strings.HasPrefix(c.table, "s.p") {
-			t.Fatalf("fan-out change %s, want whole", changeString([]change{c}))
+		if !c.Whole || c.New != nil || !strings.HasPrefix(c.Table, "s.p") {
+			t.Fatalf("fan-out change %s, want whole", changeString([]Change{c}))
 		}
 	}
-	if !reflect.DeepEqual(cs[0].new, map[string]*string{"id": ptr("0")}) {
+	if !reflect.DeepEqual(cs[0].New, map[string]*string{"id": ptr("0")}) {
 		t.Fatalf("first row %s", changeString(cs[:1]))
 	}
 }
@@ -150,13 +150,13 @@ func FuzzParseChangeNotification(f *testing.F) {
 			t.Fatalf("no change for %q", payload)
 		}
 		for _, c := range cs {
-			if c.table == "" && (!c.whole || len(cs) != 1) {
+			if c.Table == "" && (!c.Whole || len(cs) != 1) {
 				t.Fatalf("every-table change mixed with others for %q: %s", payload, changeString(cs))
 			}
-			if c.whole && (c.old != nil || c.new != nil) {
+			if c.Whole && (c.Old != nil || c.New != nil) {
 				t.Fatalf("whole change with rows for %q", payload)
 			}
-			if !c.whole && c.old == nil && c.new == nil {
+			if !c.Whole && c.Old == nil && c.New == nil {
 				t.Fatalf("row change without rows for %q", payload)
 			}
 		}

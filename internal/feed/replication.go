@@ -1,4 +1,4 @@
-package sqlflight
+package feed
 
 import (
 	"context"
@@ -20,18 +20,20 @@ import (
 // The logical replication source of the change feed: a connection in
 // replication=database mode, a TEMPORARY slot of the pgoutput plugin (it
 // vanishes with the connection, so nothing retains WAL when the process
-// dies), the publication Options.FeedPublication (which must exist:
-// the feed never makes one), protocol version 1. Each committed transaction's changes
-// are applied at its Commit message, in commit order.
+// dies), the publication Source.Publication (Options.FeedPublication,
+// which must exist: the feed never makes one), protocol version 1. Each
+// committed transaction's changes are applied at its Commit message, in
+// commit order.
 //
 // The walsender sends a transaction's Commit as soon as its commit record
 // is flushed, before the committing backend makes the transaction visible
 // to other snapshots. A read that starts between the two would query the
 // old row and, its flight having started after the invalidation, cache it
 // until the next write of the row or its TTL. So each committed
-// transaction is applied twice: at its Commit message, and again once an
-// ordinary connection's snapshot shows it visible (a visibility check,
-// which batches every transaction pending at the time). Reads that start
+// transaction is applied twice: at its Commit message (Sink.Apply), and
+// again once an ordinary connection's snapshot shows it visible (a
+// visibility check, which batches every transaction pending at the time:
+// Sink.Reapply). Reads that start
 // after the second application see the transaction.
 
 const (
@@ -43,9 +45,19 @@ const (
 	feedSilence = 10 * time.Second
 )
 
-// replicate runs one replication stream until it fails or ctx ends.
-func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
-	cfg := f.cfg.Copy().Config // pgconn's configuration
+// Replicate runs one stream of the replication source until it fails or
+// ctx ends: a replication connection with src.Conn (checked with
+// src.SameServer), wal_level and src.Publication checked, a temporary slot
+// created and started, and a visibility connection of its own; it calls
+// sink.Ready once all of them are up, then reports each committed
+// transaction to sink.Apply with its commit time (and sink.Reapply once
+// visible), and sink.CaughtUp at each keepalive between transactions. It
+// returns what ended it: an error wrapping ErrUnavailable when what the
+// stream needs is missing (the role's REPLICATION attribute, wal_level =
+// logical, the publication, a free slot or WAL sender), ctx's error once
+// ctx ended. A server silent for feedSilence ends it too.
+func Replicate(ctx context.Context, src Source, sink Sink) error {
+	cfg := src.Conn.Copy().Config // pgconn's configuration
 	rp := make(map[string]string, len(cfg.RuntimeParams)+1)
 	for k, v := range cfg.RuntimeParams {
 		rp[k] = v
@@ -59,7 +71,7 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 	}
 	conn, err := pgconn.ConnectConfig(ctx, &cfg)
 	if err != nil {
-		return connectError(err)
+		return src.connectError(err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -67,11 +79,11 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 		_ = conn.Close(cctx)
 	}()
 
-	if err := f.sameServer(ctx, conn); err != nil {
+	if err := src.sameServer(ctx, conn); err != nil {
 		return err
 	}
-	pub := f.s.feedPublication()
-	if err := checkReplication(ctx, conn, pub); err != nil {
+	pub := src.Publication
+	if err := src.checkReplication(ctx, conn, pub); err != nil {
 		return err
 	}
 	var id [8]byte
@@ -80,7 +92,7 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Temporary: true, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {
-		return slotError(err)
+		return src.slotError(err)
 	}
 	start, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err != nil {
@@ -90,17 +102,17 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 		PluginArgs: []string{"proto_version '1'", `publication_names '"` + pub + `"'`},
 	})
 	if err != nil {
-		return slotError(err)
+		return src.slotError(err)
 	}
-	vconn, err := f.dial(ctx)
+	vconn, err := src.dial(ctx)
 	if err != nil {
-		return feedUnavailable(err, "cannot open the feed's visibility connection (%s)", errorClass(err))
+		return Unavailable(err, "cannot open the feed's visibility connection (%s)", src.classify(err))
 	}
 	defer closeSoon(vconn)
-	ready()
+	sink.Ready()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v := newVisibility(f.s.applyChanges, func(ctx context.Context) (string, error) {
+	v := newVisibility(sink.Reapply, func(ctx context.Context) (string, error) {
 		var snap string
 		err := vconn.QueryRow(ctx, "SELECT pg_catalog.pg_current_snapshot()::text").Scan(&snap)
 		return snap, err
@@ -112,7 +124,7 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 		verr <- err
 	}()
 	d := decoder{relations: map[uint32]*pglogrepl.RelationMessage{}}
-	err = f.stream(sctx, conn, start, &d, v)
+	err = stream(sctx, conn, start, &d, v, sink)
 	cancel()
 	if e := <-verr; ctx.Err() == nil && e != nil && !errors.Is(e, context.Canceled) {
 		return e
@@ -123,7 +135,7 @@ func (f *scopeFeed) replicate(ctx context.Context, ready func()) error {
 // visibility applies committed transactions again once they are visible
 // to new snapshots (see the comment at the top of this file).
 type visibility struct {
-	apply    func([]change)
+	apply    func([]Change)
 	snapshot func(context.Context) (string, error) // pg_current_snapshot() as text
 	wake     chan struct{}
 
@@ -133,15 +145,15 @@ type visibility struct {
 
 type visPending struct {
 	xid uint32
-	cs  []change
+	cs  []Change
 }
 
-func newVisibility(apply func([]change), snapshot func(context.Context) (string, error)) *visibility {
+func newVisibility(apply func([]Change), snapshot func(context.Context) (string, error)) *visibility {
 	return &visibility{apply: apply, snapshot: snapshot, wake: make(chan struct{}, 1)}
 }
 
 // add queues the changes of transaction xid, already applied once.
-func (v *visibility) add(xid uint32, cs []change) {
+func (v *visibility) add(xid uint32, cs []Change) {
 	if len(cs) == 0 {
 		return
 	}
@@ -191,7 +203,7 @@ func (v *visibility) check(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	var cs []change
+	var cs []Change
 	v.mu.Lock()
 	kept := v.pending[:0]
 	for _, p := range v.pending {
@@ -249,8 +261,8 @@ func (p pgSnapshot) visible(xid uint32) bool {
 	return int32(xid-p.xmax) < 0 && !p.xip[xid]
 }
 
-// stream reads the replication stream.
-func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, d *decoder, v *visibility) error {
+// stream reads the replication stream, reporting to sink.
+func stream(ctx context.Context, conn *pgconn.PgConn, applied pglogrepl.LSN, d *decoder, v *visibility, sink Sink) error {
 	nextStatus := time.Now()
 	heard := time.Now()
 	for {
@@ -303,7 +315,7 @@ func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pgl
 				// Everything the server sent is applied: the feed is
 				// caught up to where the server is.
 				applied = max(applied, ka.ServerWALEnd)
-				f.noteLag(0)
+				sink.CaughtUp()
 			}
 			if ka.ReplyRequested {
 				nextStatus = time.Time{}
@@ -318,7 +330,7 @@ func (f *scopeFeed) stream(ctx context.Context, conn *pgconn.PgConn, applied pgl
 				return wrapf("sqlflight: a replication message does not parse: %w", err)
 			}
 			if cs, commit, done := d.decode(m); done {
-				f.applyAt(cs, commit.CommitTime)
+				sink.Apply(cs, commit.CommitTime)
 				v.add(d.xid, cs)
 				applied = max(applied, commit.TransactionEndLSN)
 			}
@@ -335,12 +347,12 @@ type decoder struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
 	xid       uint32 // the transaction's, from its Begin
-	changes   []change
+	changes   []Change
 }
 
 // decode takes one message; at a Commit it returns the transaction's
 // changes and done.
-func (d *decoder) decode(m pglogrepl.Message) (cs []change, commit *pglogrepl.CommitMessage, done bool) {
+func (d *decoder) decode(m pglogrepl.Message) (cs []Change, commit *pglogrepl.CommitMessage, done bool) {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
 		d.relations[m.RelationID] = m
@@ -348,34 +360,34 @@ func (d *decoder) decode(m pglogrepl.Message) (cs []change, commit *pglogrepl.Co
 		d.inTx, d.changes, d.xid = true, nil, m.Xid
 	case *pglogrepl.InsertMessage:
 		rel := d.relations[m.RelationID]
-		d.add(rel, change{new: rowValues(rel, m.Tuple, false)})
+		d.add(rel, Change{New: rowValues(rel, m.Tuple, false)})
 	case *pglogrepl.UpdateMessage:
 		rel := d.relations[m.RelationID]
-		c := change{new: rowValues(rel, m.NewTuple, false)}
+		c := Change{New: rowValues(rel, m.NewTuple, false)}
 		switch m.OldTupleType {
 		case pglogrepl.UpdateMessageTupleTypeKey:
-			c.old = rowValues(rel, m.OldTuple, true)
+			c.Old = rowValues(rel, m.OldTuple, true)
 		case pglogrepl.UpdateMessageTupleTypeOld:
-			c.old = rowValues(rel, m.OldTuple, false)
+			c.Old = rowValues(rel, m.OldTuple, false)
 		default:
 			// No old tuple: the replica identity did not change, so its
 			// columns had the values they have now; the others are unknown.
-			c.old = rowValues(rel, m.NewTuple, true)
+			c.Old = rowValues(rel, m.NewTuple, true)
 		}
 		d.add(rel, c)
 	case *pglogrepl.DeleteMessage:
 		rel := d.relations[m.RelationID]
-		c := change{old: map[string]*string{}}
+		c := Change{Old: map[string]*string{}}
 		switch m.OldTupleType {
 		case pglogrepl.DeleteMessageTupleTypeKey:
-			c.old = rowValues(rel, m.OldTuple, true)
+			c.Old = rowValues(rel, m.OldTuple, true)
 		case pglogrepl.DeleteMessageTupleTypeOld:
-			c.old = rowValues(rel, m.OldTuple, false)
+			c.Old = rowValues(rel, m.OldTuple, false)
 		}
 		d.add(rel, c)
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
-			d.add(d.relations[id], change{whole: true})
+			d.add(d.relations[id], Change{Whole: true})
 		}
 	case *pglogrepl.CommitMessage:
 		cs = d.changes
@@ -387,11 +399,11 @@ func (d *decoder) decode(m pglogrepl.Message) (cs []change, commit *pglogrepl.Co
 
 // add records a change of rel; a change of a relation the stream never
 // described touches an unknown table (the whole database).
-func (d *decoder) add(rel *pglogrepl.RelationMessage, c change) {
+func (d *decoder) add(rel *pglogrepl.RelationMessage, c Change) {
 	if rel == nil {
-		c = change{whole: true}
+		c = Change{Whole: true}
 	} else {
-		c.table = rel.Namespace + "." + rel.RelationName
+		c.Table = rel.Namespace + "." + rel.RelationName
 	}
 	d.changes = append(d.changes, c)
 }
@@ -426,18 +438,18 @@ func rowValues(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData, keyOnly b
 
 // checkReplication checks what the feed needs of the server beyond the
 // connection: wal_level = logical and the publication.
-func checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) error {
+func (src Source) checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) error {
 	rows, err := conn.Exec(ctx, `SELECT pg_catalog.current_setting('wal_level'), `+
 		`EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = '`+pub+`')`).ReadAll()
 	if err != nil {
-		return feedUnavailable(err, "cannot read the server's settings on the replication connection (%s)", errorClass(err))
+		return Unavailable(err, "cannot read the server's settings on the replication connection (%s)", src.classify(err))
 	}
 	if len(rows) != 1 || len(rows[0].Rows) != 1 || len(rows[0].Rows[0]) != 2 {
-		return feedUnavailable(nil, "unexpected answer to the settings query")
+		return Unavailable(nil, "unexpected answer to the settings query")
 	}
 	row := rows[0].Rows[0]
 	if level := string(row[0]); level != "logical" {
-		return feedUnavailable(nil, "the server's wal_level is %s, not logical "+
+		return Unavailable(nil, "the server's wal_level is %s, not logical "+
 			"(ALTER SYSTEM SET wal_level = logical, then restart the server)", level)
 	}
 	if string(row[1]) == "t" {
@@ -446,41 +458,41 @@ func checkReplication(ctx context.Context, conn *pgconn.PgConn, pub string) erro
 	// Never made here: once a table is in a publication of updates and
 	// deletes, PostgreSQL refuses UPDATE and DELETE on it without a replica
 	// identity. Which tables to publish is the database owner's choice.
-	return feedUnavailable(nil, "the publication %q does not exist: create it "+
+	return Unavailable(nil, "the publication %q does not exist: create it "+
 		"(CREATE PUBLICATION %s FOR ALL TABLES, or FOR TABLE …; every table in it needs a replica identity "+
 		"for UPDATE and DELETE) or name an existing one in Options.FeedPublication (sqlflight.feed_publication)", pub, pub)
 }
 
 // connectError explains why the replication connection was refused.
-func connectError(err error) error {
+func (src Source) connectError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "42501":
-			return feedUnavailable(err, "the role lacks the REPLICATION attribute (ALTER ROLE … REPLICATION; "+
+			return Unavailable(err, "the role lacks the REPLICATION attribute (ALTER ROLE … REPLICATION; "+
 				"managed services have their own switch, e.g. the rds_replication role)")
 		case "28000":
-			return feedUnavailable(err, "the server refuses a replication connection for this role and database (pg_hba.conf)")
+			return Unavailable(err, "the server refuses a replication connection for this role and database (pg_hba.conf)")
 		case "53300":
-			return feedUnavailable(err, "the server has no free WAL sender or connection slot (max_wal_senders, max_connections)")
+			return Unavailable(err, "the server has no free WAL sender or connection slot (max_wal_senders, max_connections)")
 		}
 	}
-	return feedUnavailable(err, "cannot open the feed's replication connection (%s)", errorClass(err))
+	return Unavailable(err, "cannot open the feed's replication connection (%s)", src.classify(err))
 }
 
 // slotError explains why the replication slot could not be made or
 // started.
-func slotError(err error) error {
+func (src Source) slotError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "53400":
-			return feedUnavailable(err, "the server has no free replication slot (max_replication_slots)")
+			return Unavailable(err, "the server has no free replication slot (max_replication_slots)")
 		case "55000":
-			return feedUnavailable(err, "the server cannot decode its WAL logically (wal_level = logical is needed)")
+			return Unavailable(err, "the server cannot decode its WAL logically (wal_level = logical is needed)")
 		case "42501":
-			return feedUnavailable(err, "the role may not create a replication slot (the REPLICATION attribute)")
+			return Unavailable(err, "the role may not create a replication slot (the REPLICATION attribute)")
 		}
 	}
-	return feedUnavailable(err, "cannot start the replication stream (%s)", errorClass(err))
+	return Unavailable(err, "cannot start the replication stream (%s)", src.classify(err))
 }

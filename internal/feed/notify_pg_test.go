@@ -1,4 +1,4 @@
-package sqlflight
+package feed
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 )
 
 // notifyFixture is a table with the change triggers installed, in a schema
-// of its own, and a running listenChanges whose changes arrive on got.
+// of its own, and a running Listen whose changes arrive on got.
 type notifyFixture struct {
 	admin  *pgx.Conn
 	schema string
 	table  string // as the server names it: schema.table
 	qtable string // quoted for SQL
-	got    chan []change
+	got    chan []Change
 	done   chan error
 	cancel context.CancelFunc
 	pid    uint32 // the listener's backend
@@ -39,7 +39,7 @@ func newNotifyFixture(t *testing.T) *notifyFixture {
 	t.Cleanup(cancel)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
-	f := &notifyFixture{schema: `notify "feed" ` + hex.EncodeToString(b[:]), got: make(chan []change, 100), done: make(chan error, 1)}
+	f := &notifyFixture{schema: `notify "feed" ` + hex.EncodeToString(b[:]), got: make(chan []Change, 100), done: make(chan error, 1)}
 	f.table = f.schema + `.Odd "T".x`
 	f.qtable = pgx.Identifier{f.schema, `Odd "T".x`}.Sanitize()
 	admin, err := pgx.Connect(ctx, dsn)
@@ -71,12 +71,7 @@ func newNotifyFixture(t *testing.T) *notifyFixture {
 	f.cancel = lcancel
 	ready := make(chan struct{})
 	go func() {
-		f.done <- listenChanges(lctx, listener, notifyHooks{
-			apply:  func(cs []change) { f.got <- cs },
-			resync: func() { f.resyncs.Add(1) },
-			ready:  func() { close(ready) },
-			warn:   func(msg string, err error) { t.Logf("%s: %v", msg, err) },
-		})
+		f.done <- Listen(lctx, listener, &listenerSink{t: t, f: f, ready: ready})
 	}()
 	t.Cleanup(func() {
 		lcancel()
@@ -87,10 +82,25 @@ func newNotifyFixture(t *testing.T) *notifyFixture {
 	case <-ready:
 	case err := <-f.done:
 		f.done <- err
-		t.Fatalf("listenChanges ended before it was ready: %v", err)
+		t.Fatalf("Listen ended before it was ready: %v", err)
 	}
 	return f
 }
+
+// listenerSink is the fixture's Sink: a listener's changes go to got, its
+// resyncs are counted; a listener never reapplies nor catches up.
+type listenerSink struct {
+	t     *testing.T
+	f     *notifyFixture
+	ready chan struct{}
+}
+
+func (k *listenerSink) Ready()                         { close(k.ready) }
+func (k *listenerSink) Apply(cs []Change, _ time.Time) { k.f.got <- cs }
+func (k *listenerSink) Reapply([]Change)               { k.t.Error("a listener reapplied changes") }
+func (k *listenerSink) CaughtUp()                      { k.t.Error("a listener reported catching up") }
+func (k *listenerSink) Resync()                        { k.f.resyncs.Add(1) }
+func (k *listenerSink) Warn(msg string, err error)     { k.t.Logf("%s: %v", msg, err) }
 
 func (f *notifyFixture) exec(t *testing.T, stmts ...string) {
 	t.Helper()
@@ -102,14 +112,14 @@ func (f *notifyFixture) exec(t *testing.T, stmts ...string) {
 }
 
 // next returns the changes of the next notification.
-func (f *notifyFixture) next(t *testing.T) []change {
+func (f *notifyFixture) next(t *testing.T) []Change {
 	t.Helper()
 	select {
 	case cs := <-f.got:
 		return cs
 	case err := <-f.done:
 		f.done <- err
-		t.Fatalf("listenChanges ended: %v", err)
+		t.Fatalf("Listen ended: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("no notification within 30s")
 	}
@@ -123,12 +133,12 @@ func (f *notifyFixture) expect(t *testing.T, want string) {
 	}
 }
 
-// TestListenChangesReportsOutsideWrites: writes made by a plain pgx client
+// TestListenReportsOutsideWrites: writes made by a plain pgx client
 // arrive as the rows they changed, NULLs and odd identifiers and values
 // included; a rolled-back transaction sends nothing; a multi-row UPDATE
 // reports every old and new row; an oversized change degrades to the key
 // columns, then to the whole table; a TRUNCATE is whole.
-func TestListenChangesReportsOutsideWrites(t *testing.T) {
+func TestListenReportsOutsideWrites(t *testing.T) {
 	f := newNotifyFixture(t)
 	tbl := fmt.Sprintf("%q", f.table)
 	row := func(side string, kv ...string) string {
@@ -185,7 +195,7 @@ func TestListenChangesReportsOutsideWrites(t *testing.T) {
 	f.expect(t, row("old", "id", "3", "n", "9", "v x", "same")+row("new", "id", "3", "n", "9"))
 	f.exec(t, "INSERT INTO "+f.qtable+" SELECT g, repeat('z', 200) FROM generate_series(10, 59) g")
 	got = f.next(t)
-	if len(got) != 50 || len(got[0].new) != 1 || got[0].new["id"] == nil || *got[0].new["id"] != "10" {
+	if len(got) != 50 || len(got[0].New) != 1 || got[0].New["id"] == nil || *got[0].New["id"] != "10" {
 		t.Errorf("50 rows of 200 bytes: want their keys alone, got %.300s", changeString(got))
 	}
 	f.exec(t, "INSERT INTO "+f.qtable+" SELECT g FROM generate_series(100, 1100) g")
@@ -212,30 +222,30 @@ func TestListenChangesReportsOutsideWrites(t *testing.T) {
 	}
 	f.cancel()
 	if err := <-f.done; !errors.Is(err, context.Canceled) {
-		t.Errorf("listenChanges returned %v after its context ended, want context.Canceled", err)
+		t.Errorf("Listen returned %v after its context ended, want context.Canceled", err)
 	}
 	f.done <- nil
 }
 
-// TestListenChangesEndsWhenTheConnectionFails: a listener whose backend is
+// TestListenEndsWhenTheConnectionFails: a listener whose backend is
 // terminated returns an error that is not its context's.
-func TestListenChangesEndsWhenTheConnectionFails(t *testing.T) {
+func TestListenEndsWhenTheConnectionFails(t *testing.T) {
 	f := newNotifyFixture(t)
 	f.exec(t, fmt.Sprintf("SELECT pg_terminate_backend(%d)", f.pid))
 	select {
 	case err := <-f.done:
 		if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "waiting for change notifications") {
-			t.Errorf("listenChanges returned %v after its connection died", err)
+			t.Errorf("Listen returned %v after its connection died", err)
 		}
 		f.done <- err
 	case <-time.After(30 * time.Second):
-		t.Fatal("listenChanges still running 30s after its backend was terminated")
+		t.Fatal("Listen still running 30s after its backend was terminated")
 	}
 }
 
-// TestListenChangesPartitions: a write to a partition reports its parent
+// TestListenPartitions: a write to a partition reports its parent
 // too, and a write through the parent reports the partitions.
-func TestListenChangesPartitions(t *testing.T) {
+func TestListenPartitions(t *testing.T) {
 	f := newNotifyFixture(t)
 	q := func(name string) string { return pgx.Identifier{f.schema, name}.Sanitize() }
 	f.exec(t, "CREATE TABLE "+q("p")+" (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)",
