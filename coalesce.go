@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -85,8 +86,8 @@ type read struct {
 	c      *conn
 	query  string // the SQL text, for background refreshes
 	r      *sqlscan.Result
-	a      annotation // the statement's annotation and …
-	v      *verdict   // … the server's verdict, for a read that leaves its flight
+	a      annotation.Annotation // the statement's annotation and …
+	v      *verdict              // … the server's verdict, for a read that leaves its flight
 	plan   plan
 	args   []driver.NamedValue // detached from the caller
 	run    runFunc

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sqlflight/sqlflight/internal/annotation"
 )
 
 // dsnPrefix marks the DSN parameters that configure sqlflight itself. They
@@ -165,11 +167,11 @@ func applyDSN(o *Options, params map[string]string) error {
 		var err error
 		switch k {
 		case "max_bytes":
-			o.MaxBytes, err = parseBytes(v)
+			o.MaxBytes, err = annotation.Bytes(v)
 		case "neg_max_bytes":
-			o.NegMaxBytes, err = parseBytes(v)
+			o.NegMaxBytes, err = annotation.Bytes(v)
 		case "max_result_bytes":
-			o.MaxResultBytes, err = parseBytes(v)
+			o.MaxResultBytes, err = annotation.Bytes(v)
 		case "max_result_rows":
 			o.MaxResultRows, err = positiveInt(v)
 		case "max_conns":
@@ -183,11 +185,11 @@ func applyDSN(o *Options, params map[string]string) error {
 		case "breaker_probes":
 			o.BreakerProbes, err = positiveInt(v)
 		case "origin_timeout":
-			o.OriginTimeout, err = parseDuration(v)
+			o.OriginTimeout, err = annotation.Duration(v)
 		case "queue_timeout":
-			o.QueueTimeout, err = parseDuration(v)
+			o.QueueTimeout, err = annotation.Duration(v)
 		case "breaker_timeout":
-			o.BreakerTimeout, err = parseDuration(v)
+			o.BreakerTimeout, err = annotation.Duration(v)
 		case "max_stale":
 			o.MaxStale, err = time.ParseDuration(v)
 		case "writes_when_open":
@@ -195,9 +197,9 @@ func applyDSN(o *Options, params map[string]string) error {
 		case "key_prefix":
 			o.KeyPrefix = v
 		case "redis_timeout":
-			o.RedisTimeout, err = parseDuration(v)
+			o.RedisTimeout, err = annotation.Duration(v)
 		case "lease_ttl":
-			o.LeaseTTL, err = parseDuration(v)
+			o.LeaseTTL, err = annotation.Duration(v)
 		case "shared_secret":
 			o.SharedSecret = v // never in an error: nothing here can fail
 		case "shared_previous_secret":
@@ -219,14 +221,14 @@ func applyDSN(o *Options, params map[string]string) error {
 			}
 			o.FeedDSN = v
 		case "feed_lease_ttl":
-			o.FeedLeaseTTL, err = parseDuration(v)
+			o.FeedLeaseTTL, err = annotation.Duration(v)
 		case "strict":
 			o.Strict, err = strconv.ParseBool(v)
 		case "default":
 			// A whole default policy in annotation syntax, e.g. "soft=30s hard=5m".
-			var a annotation
-			if a, err = parseAnnotation(strings.ReplaceAll(v, ",", " ")); err == nil {
-				o.Default = a.merge(o.Default)
+			var a annotation.Annotation
+			if a, err = annotation.Parse(strings.ReplaceAll(v, ",", " ")); err == nil {
+				o.Default = Policy(a.Merge(annotation.Fields(o.Default)))
 			}
 		default:
 			return fmt.Errorf("%w: unknown parameter %s%s", ErrBadDSN, dsnPrefix, k)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/annotation"
 )
 
 // checkOnePrefix fails t unless err's text says "sqlflight:" exactly once,
@@ -29,7 +31,7 @@ func checkOnePrefix(t *testing.T, what string, err error) {
 // A malformed annotation's error says "sqlflight:" once, whatever part of
 // it failed (the policy's own validation included).
 func TestAnnotationErrorsHaveOnePrefix(t *testing.T) {
-	_, err := parseAnnotation("soft=5m hard=30s")
+	_, err := annotation.Parse("soft=5m hard=30s")
 	if want := "sqlflight: bad annotation: hard (30s) shorter than soft (5m0s)"; err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
@@ -37,7 +39,7 @@ func TestAnnotationErrorsHaveOnePrefix(t *testing.T) {
 		t.Errorf("%v does not wrap ErrBadAnnotation", err)
 	}
 	for _, text := range []string{"coalesce nocoalesce", "jitter=150%", "maxrows=-1", "soft=abc", "tables=,", "zzz", "ttl"} {
-		_, err := parseAnnotation(text)
+		_, err := annotation.Parse(text)
 		checkOnePrefix(t, text, err)
 		if !errors.Is(err, ErrBadAnnotation) {
 			t.Errorf("%s: %v does not wrap ErrBadAnnotation", text, err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -117,7 +118,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		Annotation: r.Annotation, Error: r.Err, Statement: s.statementOf(r.Normalized),
 	}
 	if r.HasAnnotation {
-		if _, err := parseAnnotation(r.Annotation); err != nil {
+		if _, err := annotation.Parse(r.Annotation); err != nil {
 			x.Error = err.Error()
 		}
 	}
@@ -134,7 +135,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 			sv := v.sv
 			x.Verified = true
 			x.Server = &sv
-			x.Server.Volatile = v.volatileUnvouched(f.a.pure)
+			x.Server.Volatile = v.volatileUnvouched(f.a.Pure)
 			x.Tables = f.tables
 			x.TablesKnown = f.known
 		}
@@ -163,8 +164,8 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 	// Tables named by the policy (a tables= annotation, a rule) are what a
 	// read reads and what a write changes, shared or not.
 	named := f.plan.pol.Tables
-	if named == nil && f.a.set&setTables != 0 {
-		named = f.a.p.Tables // bypassed before the policy was resolved
+	if named == nil && f.a.Set&annotation.SetTables != 0 {
+		named = f.a.Fields.Tables // bypassed before the policy was resolved
 	}
 	switch {
 	case named == nil:
@@ -195,7 +196,7 @@ func reasonDetail(reason string, f *fate) string {
 	switch {
 	case reason == bypassNotShareable && f.v != nil && f.v.known() && f.v.err == nil:
 		sv := &f.v.sv
-		if vol := f.v.volatileUnvouched(f.a.pure); len(vol) > 0 {
+		if vol := f.v.volatileUnvouched(f.a.Pure); len(vol) > 0 {
 			return ": calls " + strings.Join(vol, ", ") + " (volatile; only the statement's pure= entry can vouch for it)"
 		}
 		if len(sv.PerSession) > 0 {

@@ -4,16 +4,18 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/annotation"
 )
 
 // TestBadNameIsABadAnnotation: name= of more than MaxNameLen bytes, or
 // with a character outside the allowed set, is a malformed annotation:
 // the statement runs unshared and counted, or fails under Strict.
 func TestBadNameIsABadAnnotation(t *testing.T) {
-	if _, err := parseAnnotation("name=" + strings.Repeat("a", MaxNameLen)); err != nil {
+	if _, err := annotation.Parse("name=" + strings.Repeat("a", MaxNameLen)); err != nil {
 		t.Fatalf("a name of %d bytes: %v", MaxNameLen, err)
 	}
-	if _, err := parseAnnotation("name=shop/product_page:v2.1-b"); err != nil {
+	if _, err := annotation.Parse("name=shop/product_page:v2.1-b"); err != nil {
 		t.Fatalf("allowed characters: %v", err)
 	}
 	for i, bad := range []string{strings.Repeat("a", MaxNameLen+1), "product<page>", "prod\"uct", "caf\u00e9", "a{b}"} {

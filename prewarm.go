@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/key"
@@ -272,7 +273,7 @@ func (w *warmer) run(ctx context.Context, hs *hotset.Set, conc int) {
 func (w *warmer) judge(ctx context.Context, hst hotset.Statement) (*sqlscan.Result, bool) {
 	r := w.c.scan(hst.Text)
 	f, reason := w.fate(ctx, r, namedArgs(hst.Keys[0].Raw))
-	if reason == "" && !w.trusted && len(f.a.pure) > 0 {
+	if reason == "" && !w.trusted && len(f.a.Pure) > 0 {
 		reason = "its annotation vouches for functions (pure=), which a hot set may not"
 	}
 	if reason == "" && w.onlySeen && w.s.statements.lookup(r.Normalized) == nil {
@@ -295,7 +296,7 @@ func (w *warmer) fate(ctx context.Context, r *sqlscan.Result, args []driver.Name
 	f := &fate{r: r, args: args}
 	annotated := false
 	if r.HasAnnotation {
-		a, err := parseAnnotationCached(r.Annotation)
+		a, err := annotation.Cached(r.Annotation)
 		if err != nil {
 			return f, bypassBadAnnotation
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -57,8 +58,8 @@ func (p *plan) beta() float64 {
 // fate is what becomes of one statement.
 type fate struct {
 	r *sqlscan.Result
-	a annotation // its annotation (zero when it has none or a bad one)
-	v *verdict   // the server's verdict, when one was asked for
+	a annotation.Annotation // its annotation (zero when it has none or a bad one)
+	v *verdict              // the server's verdict, when one was asked for
 
 	// reason is why it goes straight to the database; "" means it is
 	// shared under plan, depending on tables (known false: any table),
@@ -113,8 +114,8 @@ func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask
 	f := &fate{r: r}
 	annotated := false
 	if r.HasAnnotation {
-		p := parsedAnnotation(r)
-		a, err := p.a, p.err
+		p := annotation.Of(r)
+		a, err := p.A, p.Err
 		annotated = err == nil
 		if annotated {
 			f.a = a
@@ -153,8 +154,8 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	pol, _ := s.basePolicy(ctx, r.Tables, r.Normalized)
 	explicitTTL := false
 	if annotated {
-		pol = a.merge(pol)
-		explicitTTL = a.set&setSoft != 0 && a.p.Soft > 0
+		pol = Policy(a.Merge(annotation.Fields(pol)))
+		explicitTTL = a.Set&annotation.SetSoft != 0 && a.Fields.Soft > 0
 	}
 	f.plan.pol = pol
 	f.cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
@@ -176,14 +177,14 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		case !c.awaitVerdict(ctx, v) || v.err != nil:
 			f.reason = bypassUnverified
 			return
-		case len(v.volatileUnvouched(a.pure)) > 0, len(v.sv.PerSession) > 0:
+		case len(v.volatileUnvouched(a.Pure)) > 0, len(v.sv.PerSession) > 0:
 			f.reason = bypassNotShareable
 			return
 		}
 		f.tables, f.known = v.tables, v.sv.TablesKnown
 		cacheable = r.Verdict != sqlscan.InFlightOnly && !v.sv.TimeDependent && !v.sv.UserFunctions &&
 			len(v.sv.Volatile) == 0
-	} else if r.Verdict == sqlscan.OptIn && !allPure(a.pure, r.Unknown) {
+	} else if r.Verdict == sqlscan.OptIn && !allPure(a.Pure, r.Unknown) {
 		// Text only: functions the scanner cannot vouch for may write.
 		f.reason = bypassNotShareable
 		return
@@ -261,24 +262,24 @@ func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string
 // annotationOf parses r's annotation and reports whether it has a good one.
 // A malformed one is counted and warned about once per statement; it yields
 // false, or an error wrapping ErrBadAnnotation under Options.Strict.
-func (s *Shield) annotationOf(r *sqlscan.Result) (annotation, bool, error) {
+func (s *Shield) annotationOf(r *sqlscan.Result) (annotation.Annotation, bool, error) {
 	if !r.HasAnnotation {
-		return annotation{}, false, nil
+		return annotation.Annotation{}, false, nil
 	}
-	p := parsedAnnotation(r)
-	if p.err == nil {
-		return p.a, true, nil
+	p := annotation.Of(r)
+	if p.Err == nil {
+		return p.A, true, nil
 	}
-	err := p.err
+	err := p.Err
 	s.stats.badAnnotations.Add(1)
 	if s.opts.Strict {
-		return annotation{}, false, err
+		return annotation.Annotation{}, false, err
 	}
 	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
 		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
 			"error", err, "fingerprint", key.Fingerprint(r.Normalized))
 	}
-	return annotation{}, false, nil
+	return annotation.Annotation{}, false, nil
 }
 
 // The other half of a fate: what a statement that ran may have written.
@@ -457,17 +458,17 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	if st.Kind == sqlscan.KindDDL {
 		return write{}, true // every cached read may describe the old schema
 	}
-	named := f.a.set&setTables != 0
+	named := f.a.Set&annotation.SetTables != 0
 	switch {
 	case st.Kind == sqlscan.KindExplain && explainRuns(f.r):
 		// EXPLAIN ANALYZE runs its statement, functions and all.
 		if named {
-			return write{tables: f.a.p.Tables, known: true}, true
+			return write{tables: f.a.Fields.Tables, known: true}, true
 		}
 		return write{}, true
 	case st.Kind == sqlscan.KindSelect && f.fx.of(ctx, c, f).write:
 		if named {
-			return write{tables: f.a.p.Tables, known: true}, true
+			return write{tables: f.a.Fields.Tables, known: true}, true
 		}
 		return write{}, true
 	case st.ReadOnly:
@@ -475,10 +476,10 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case named:
 		// The annotation's word on what it may change: its rows, when it
 		// names the statement's one table.
-		if rw, ok := c.rowWriteOf(f, st, f.a.p.Tables); ok {
+		if rw, ok := c.rowWriteOf(f, st, f.a.Fields.Tables); ok {
 			return write{known: true, rows: []rowWrite{rw}}, true
 		}
-		return write{tables: f.a.p.Tables, known: true}, true
+		return write{tables: f.a.Fields.Tables, known: true}, true
 	case !st.TablesKnown:
 		return write{}, true
 	case len(st.Writes) == 0:
@@ -525,7 +526,7 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 	}
 	fx.asked = true
 	r := f.r
-	unvouched := len(r.Unknown) > 0 && !allPure(f.a.pure, r.Unknown)
+	unvouched := len(r.Unknown) > 0 && !allPure(f.a.Pure, r.Unknown)
 	// The scanner's view, until the server says otherwise.
 	fx.write, fx.session = unvouched, unvouched
 	if !c.sc.serverVerdicts() || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect {
@@ -554,7 +555,7 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 			fx.write, fx.session = true, true
 		case fn.Volatility != "volatile":
 		case !fn.Builtin:
-			if !pureNames(f.a.pure, fn.Schema+"."+fn.Name) {
+			if !pureNames(f.a.Pure, fn.Schema+"."+fn.Name) {
 				fx.write, fx.session = true, true
 			}
 		case !sqlscan.SessionNeutral(fn.Name):

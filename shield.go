@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/annotation"
 )
 
 // Errors callers may branch on with errors.Is.
@@ -19,7 +21,7 @@ var (
 	// ErrBadAnnotation is wrapped by the error of a statement whose
 	// sqlflight annotation is malformed, when Options.Strict is set. Without
 	// Strict such a statement runs unshared and a warning is logged.
-	ErrBadAnnotation = errors.New("sqlflight: bad annotation")
+	ErrBadAnnotation = annotation.ErrBad
 
 	// ErrOriginPanicked is wrapped by the error every waiter of a flight
 	// receives when the origin query panicked or called runtime.Goexit. The

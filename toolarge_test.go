@@ -98,25 +98,6 @@ func TestExpiringSetPurgesExpired(t *testing.T) {
 	}
 }
 
-// The annotation memo keeps no long texts: 4,096 of them would pin
-// gigabytes for good.
-func TestAnnotationMemoKeepsNoLongTexts(t *testing.T) {
-	short := "name=short_annotation soft=1s"
-	if _, err := parseAnnotationCached(short); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := annotations.Load().m.Load(short); !ok {
-		t.Error("a short annotation text was not memoized")
-	}
-	long := "name=long_annotation" + strings.Repeat(" ", 64<<10) + "soft=1s"
-	if _, err := parseAnnotationCached(long); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := annotations.Load().m.Load(long); ok {
-		t.Error("a 64 KiB annotation text was memoized")
-	}
-}
-
 // The too-large memo follows the limits in force: a result of 20 rows
 // under maxrows=10 goes unshared, and the same key read at once under
 // maxrows=100 forms a flight again (and a tighter limit still skips).
