@@ -14,6 +14,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // The hot set: the hottest keys of the statements a Shield caches, saved
@@ -252,20 +254,21 @@ func unsealedAdvice(keys [][]byte) string {
 // keys each.
 func (s *Shield) hotSet(n, m int) *hotSet {
 	hs := &hotSet{Format: hotSetFormat, Version: hotSetVersion, Saved: s.opts.Clock.Now().UTC(), Statements: []hotStatement{}}
-	for _, st := range s.statements.snapshot() {
+	for _, st := range s.statements.Snapshot() {
 		if len(hs.Statements) >= n {
 			break
 		}
-		p := st.plan.Load()
-		if st.warm == "" || p == nil || p.reason != "" || !p.cache {
+		p := st.Plan()
+		if st.WarmText() == "" || p == nil || p.Reason != "" || !p.Cache {
 			continue
 		}
-		hst := hotStatement{Fingerprint: st.fp, Text: st.warm, Policy: p.policy(), Calls: st.count.Load()}
-		for _, k := range st.keys.snapshot() {
-			if !k.warm || len(hst.Keys) >= m {
+		hst := hotStatement{Fingerprint: st.Fingerprint(), Text: st.WarmText(), Policy: p.Policy(), Calls: st.Calls()}
+		for _, k := range st.HotKeys() {
+			raw, warm := stats.WarmArgs(k)
+			if !warm || len(hst.Keys) >= m {
 				continue
 			}
-			hst.Keys = append(hst.Keys, hotKeyArgs{Calls: k.Calls, Args: encodeArgs(k.raw), raw: k.raw})
+			hst.Keys = append(hst.Keys, hotKeyArgs{Calls: k.Calls, Args: encodeArgs(raw), raw: raw})
 		}
 		if len(hst.Keys) > 0 {
 			hs.Statements = append(hs.Statements, hst)

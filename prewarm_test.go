@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 const warmQuery = "/* sqlflight: ttl=1m */ SELECT n FROM products WHERE a = $1 AND b = $2 AND c = $3 AND d = $4 AND e = $5 AND f = $6 AND g = $7"
@@ -276,7 +278,7 @@ func TestPrewarmFromStatistics(t *testing.T) {
 	}
 	warm := 0
 	for _, k := range sts[0].HotKeys {
-		if k.warm {
+		if _, ok := stats.WarmArgs(k); ok {
 			warm++
 		}
 	}
