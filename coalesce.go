@@ -145,7 +145,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
 		key: unsafe.String(unsafe.SliceData(kb), len(kb)), tables: f.tables, known: f.known, rows: f.rows,
 		bound: f.part.Session, stats: f.stat.st}
-	f.stat.key = rd.stats.sawKey(rd.key, args)
+	f.stat.key = rd.stats.SawKey(rd.key, args)
 	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
 		rd.named.queries.Add(1)
 	}
@@ -483,7 +483,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		return
 	}
 	s.stats.refreshes.Add(1)
-	rd.stats.refreshed()
+	rd.stats.Refreshed()
 	// Not on the caller's connection: a cache hit never holds one.
 	bg := *rd
 	bg.args = args
@@ -616,7 +616,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		if ran {
 			took := time.Since(start)
 			s.stats.originDuration.observe(took)
-			rd.stats.origin(took, res, err)
+			originOf(rd.stats, took, res, err)
 			if rd.named != nil {
 				rd.named.originExecs.Add(1)
 				rd.named.originDuration.observe(took)

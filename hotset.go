@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // The hot set: the hottest keys of the statements a Shield caches, saved
@@ -87,20 +88,21 @@ func hotSetKeys(o *Options) ([][]byte, error) {
 // keys each.
 func (s *Shield) hotSet(n, m int) *hotset.Set {
 	hs := &hotset.Set{Format: hotset.Format, Version: hotset.Version, Saved: s.opts.Clock.Now().UTC(), Statements: []hotset.Statement{}}
-	for _, st := range s.statements.snapshot() {
+	for _, st := range s.statements.Snapshot() {
 		if len(hs.Statements) >= n {
 			break
 		}
-		p := st.plan.Load()
-		if st.warm == "" || p == nil || p.reason != "" || !p.cache {
+		p := st.Plan()
+		if st.WarmText() == "" || p == nil || p.Reason != "" || !p.Cache {
 			continue
 		}
-		hst := hotset.Statement{Fingerprint: st.fp, Text: st.warm, Policy: p.policy(), Calls: st.count.Load()}
-		for _, k := range st.keys.snapshot() {
-			if !k.warm || len(hst.Keys) >= m {
+		hst := hotset.Statement{Fingerprint: st.Fingerprint(), Text: st.WarmText(), Policy: p.Policy(), Calls: st.Calls()}
+		for _, k := range st.HotKeys() {
+			raw, warm := stats.WarmArgs(k)
+			if !warm || len(hst.Keys) >= m {
 				continue
 			}
-			hst.Keys = append(hst.Keys, hotset.KeyArgs{Calls: k.Calls, Args: hotset.EncodeArgs(k.raw), Raw: k.raw})
+			hst.Keys = append(hst.Keys, hotset.KeyArgs{Calls: k.Calls, Args: hotset.EncodeArgs(raw), Raw: raw})
 		}
 		if len(hst.Keys) > 0 {
 			hs.Statements = append(hs.Statements, hst)

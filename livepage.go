@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // The live page: a Shield's statistics, statements, load and advice, as
@@ -213,11 +215,11 @@ func (s *Shield) livePage(now time.Time, top int, show bool) livePage {
 	if p.Advice == nil {
 		p.Advice = []Advice{}
 	}
-	sts := s.statements.snapshot()
+	sts := s.statements.Snapshot()
 	p.Counted = len(sts)
 	p.Statements = make([]liveStatement, 0, len(sts))
 	for _, st := range sts {
-		p.Statements = append(p.Statements, st.live())
+		p.Statements = append(p.Statements, live(st))
 	}
 	slices.SortStableFunc(p.Statements, func(a, b liveStatement) int {
 		return cmp.Or(cmp.Compare(b.DatabaseSeconds, a.DatabaseSeconds), cmp.Compare(b.Calls, a.Calls),
@@ -227,7 +229,7 @@ func (s *Shield) livePage(now time.Time, top int, show bool) livePage {
 		p.Statements = p.Statements[:top]
 	}
 	if !show {
-		p.hideValues(newValueHasher(s.statements.valueKey()))
+		p.hideValues(newValueHasher(s.statements.ValueKey()))
 	}
 	return p
 }
@@ -513,8 +515,8 @@ func isIdentStart(c byte) bool {
 }
 
 // live returns st's line on the page.
-func (st *stmtStats) live() liveStatement {
-	x := st.export()
+func live(st *stmtStats) liveStatement {
+	x := st.Export()
 	l := liveStatement{
 		Fingerprint: x.Fingerprint, SQL: x.SQL, Name: x.Name, Verdict: x.Verdict, Shared: x.Shared,
 		Reason: x.Reason, Policy: x.Policy, Calls: x.Calls, Errors: x.Errors,
@@ -529,8 +531,8 @@ func (st *stmtStats) live() liveStatement {
 	}
 	l.DatabaseSeconds = l.OriginSeconds + float64(l.Bypass)*x.Latency["bypass"].Mean
 	all := Histogram{Bounds: histogramBounds, Counts: make([]uint64, len(histogramBounds)+1)}
-	for i := range st.latency {
-		h := st.latency[i].snapshot()
+	for i := range stats.PathNames {
+		h := st.Latency(i)
 		for j, c := range h.Counts {
 			all.Counts[j] += c
 		}

@@ -74,7 +74,7 @@ func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) liveS
 	t.Helper()
 	want := s.Explain(context.Background(), q).Normalized
 	if !show {
-		want, _ = newValueHasher(s.statements.valueKey()).text(want, "")
+		want, _ = newValueHasher(s.statements.ValueKey()).text(want, "")
 	}
 	for _, st := range p.Statements {
 		if st.SQL == want {

@@ -115,39 +115,13 @@ func TestLivePageJSON(t *testing.T) {
 	}
 }
 
-// The load series keeps one sample a second at most, bounded, and reports
-// rates between samples over the real gap.
-func TestLoadSeries(t *testing.T) {
-	var ls loadSeries
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ls.add(loadSample{at: t0})
-	ls.add(loadSample{at: t0.Add(500 * time.Millisecond), origins: 99}) // too soon: dropped
-	ls.add(loadSample{at: t0.Add(2 * time.Second), queries: 10, hits: 6, origins: 4, bypassed: 2})
-	ls.add(loadSample{at: t0.Add(3 * time.Second), queries: 13, hits: 9, origins: 4, bypassed: 2})
-	pts := ls.points()
-	if len(pts) != 2 || pts[0].Queries != 5 || pts[0].Hits != 3 || pts[0].Origins != 2 || pts[0].Bypassed != 1 ||
-		pts[0].Seconds != 2 || pts[1].Queries != 3 || pts[1].Origins != 0 || !pts[1].At.Equal(t0.Add(3*time.Second)) {
-		t.Fatalf("points %+v", pts)
-	}
-	for i := range 1000 {
-		ls.add(loadSample{at: t0.Add(time.Duration(4+i) * time.Second), queries: uint64(13 + i)})
-	}
-	pts = ls.points()
-	if len(pts) != int(loadWindow/time.Second) || ls.n != loadSamples {
-		t.Fatalf("%d points from %d samples, want %d", len(pts), ls.n, loadWindow/time.Second)
-	}
-	if pts[0].Queries != 1 || !pts[len(pts)-1].At.Equal(t0.Add(1003*time.Second)) {
-		t.Errorf("first %+v last %+v", pts[0], pts[len(pts)-1])
-	}
-}
-
 // The handler samples the Shield's counters on each request (by its
 // Clock) and once a second from the first request until Close.
 func TestLivePageLoad(t *testing.T) {
 	db, s, clock := livePageDB(t)
 	h := Handler(s)
 	getLive(t, h, "/json")
-	if !s.load.ticking {
+	if !s.load.Ticking() {
 		t.Fatal("the first request did not start the sampling")
 	}
 	clock.Add(2 * time.Second)
@@ -173,11 +147,11 @@ func TestLivePageLoad(t *testing.T) {
 		t.Errorf("load %+v: %v hits, %v queries, want 6", page.Load, hits, queries)
 	}
 	_ = s.Close()
-	if s.load.ticking {
+	if s.load.Ticking() {
 		t.Error("Close did not stop the sampling")
 	}
 	getLive(t, h, "/json") // after Close the page still answers, without a ticker
-	if s.load.ticking {
+	if s.load.Ticking() {
 		t.Error("a request after Close started the sampling")
 	}
 }

@@ -276,7 +276,7 @@ func (w *warmer) judge(ctx context.Context, hst hotset.Statement) (*sqlscan.Resu
 	if reason == "" && !w.trusted && len(f.a.Pure) > 0 {
 		reason = "its annotation vouches for functions (pure=), which a hot set may not"
 	}
-	if reason == "" && w.onlySeen && w.s.statements.lookup(r.Normalized) == nil {
+	if reason == "" && w.onlySeen && w.s.statements.Lookup(r.Normalized) == nil {
 		reason = "this Shield has not seen the statement (OnlySeen)"
 	}
 	if reason != "" {
@@ -366,7 +366,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 		return
 	}
 	rd := &read{c: w.c, query: k.text, r: k.r, a: f.a, v: f.v, plan: f.plan, args: k.args, key: string(key),
-		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.lookup(k.r.Normalized)}
+		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.Lookup(k.r.Normalized)}
 	if w.fleet {
 		w.load(ctx, rd)
 		return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 const warmQuery = "/* sqlflight: ttl=1m */ SELECT n FROM products WHERE a = $1 AND b = $2 AND c = $3 AND d = $4 AND e = $5 AND f = $6 AND g = $7"
@@ -279,7 +280,7 @@ func TestPrewarmFromStatistics(t *testing.T) {
 	}
 	warm := 0
 	for _, k := range sts[0].HotKeys {
-		if k.warm {
+		if _, ok := stats.WarmArgs(k); ok {
 			warm++
 		}
 	}

@@ -1,21 +1,18 @@
 package sqlflight
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // Histogram is a cumulative distribution of durations in seconds:
 // Counts[i] observations were ≤ Bounds[i] and above the bound before it;
-// the last count is the observations above every bound.
-type Histogram struct {
-	Bounds []float64
-	Counts []uint64 // len(Bounds)+1
-	Sum    float64  // seconds
-	Count  uint64
-}
+// the last count is the observations above every bound. Its Quantile
+// estimates a quantile from the buckets.
+type Histogram = stats.Histogram
 
 // NameStats are the counters of the statements of one policy name (the
 // name= annotation or Policy.Name); statements without a name count under
@@ -32,54 +29,16 @@ type NameStats struct {
 }
 
 // histogramBounds are the upper bounds, in seconds, of the duration buckets.
-var histogramBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+var histogramBounds = stats.Bounds
 
-// histogram is the lock-free form of Histogram.
-type histogram struct {
-	counts [15]atomic.Uint64 // len(histogramBounds)+1
-	sumNs  atomic.Int64
-}
+// histogram is the lock-free form of Histogram (stats.Durations).
+type histogram struct{ d stats.Durations }
 
-func (h *histogram) observe(d time.Duration) {
-	sec := d.Seconds()
-	i := 0
-	for i < len(histogramBounds) && sec > histogramBounds[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-	h.sumNs.Add(int64(d))
-}
+// observe counts d.
+func (h *histogram) observe(d time.Duration) { h.d.Observe(d) }
 
-func (h *histogram) snapshot() Histogram {
-	out := Histogram{Bounds: histogramBounds, Counts: make([]uint64, len(h.counts))}
-	for i := range h.counts {
-		out.Counts[i] = h.counts[i].Load()
-		out.Count += out.Counts[i]
-	}
-	out.Sum = float64(h.sumNs.Load()) / float64(time.Second)
-	return out
-}
-
-// Quantile estimates the q-quantile (0 < q ≤ 1) in seconds from the
-// buckets, taking each bucket's upper bound; +Inf if it falls above the
-// last bound, 0 without observations.
-func (h Histogram) Quantile(q float64) float64 {
-	if h.Count == 0 {
-		return 0
-	}
-	rank := uint64(math.Ceil(q * float64(h.Count)))
-	var seen uint64
-	for i, c := range h.Counts {
-		seen += c
-		if seen >= rank {
-			if i < len(h.Bounds) {
-				return h.Bounds[i]
-			}
-			return math.Inf(1)
-		}
-	}
-	return math.Inf(1)
-}
+// snapshot returns the observations so far.
+func (h *histogram) snapshot() Histogram { return h.d.Snapshot() }
 
 // nameCounters are the counters of one policy name.
 type nameCounters struct {

