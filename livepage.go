@@ -3,16 +3,11 @@ package sqlflight
 import (
 	"bytes"
 	"cmp"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"hash"
 	"html/template"
-	"io"
 	"math"
 	"net/http"
 	"path"
@@ -21,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/redact"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
@@ -229,7 +225,7 @@ func (s *Shield) livePage(now time.Time, top int, show bool) livePage {
 		p.Statements = p.Statements[:top]
 	}
 	if !show {
-		p.hideValues(newValueHasher(s.statements.ValueKey()))
+		p.hideValues(redact.NewHasher(s.statements.ValueKey()))
 	}
 	return p
 }
@@ -239,13 +235,13 @@ func (s *Shield) livePage(now time.Time, top int, show bool) livePage {
 // arguments and hash, each literal of a text, and the fingerprint of a
 // text that holds literals (an unkeyed FNV hash of the text, it would let
 // one guess a literal by hashing candidates).
-func (p *livePage) hideValues(vh *valueHasher) {
+func (p *livePage) hideValues(vh *redact.Hasher) {
 	for i := range p.Statements {
 		l := &p.Statements[i]
-		l.SQL, l.Fingerprint = vh.text(l.SQL, l.Fingerprint)
+		l.SQL, l.Fingerprint = vh.Text(l.SQL, l.Fingerprint)
 		keys := make([]HotKey, len(l.HotKeys))
 		for j, k := range l.HotKeys {
-			keys[j] = HotKey{Hash: vh.sum(domainKey, k.Hash), Calls: k.Calls, Error: k.Error}
+			keys[j] = HotKey{Hash: vh.Sum(redact.DomainKey, k.Hash), Calls: k.Calls, Error: k.Error}
 			if k.Args != nil {
 				keys[j].Args = make([]string, len(k.Args))
 				for n, a := range k.Args {
@@ -253,7 +249,7 @@ func (p *livePage) hideValues(vh *valueHasher) {
 						keys[j].Args[n] = a // printArgs' count of the arguments it left out
 						continue
 					}
-					keys[j].Args[n] = vh.sum(domainArg, a)
+					keys[j].Args[n] = vh.Sum(redact.DomainArg, a)
 				}
 			}
 		}
@@ -261,7 +257,7 @@ func (p *livePage) hideValues(vh *valueHasher) {
 	}
 	for i := range p.Advice {
 		a := &p.Advice[i]
-		a.SQL, a.Fingerprint = vh.text(a.SQL, a.Fingerprint)
+		a.SQL, a.Fingerprint = vh.Text(a.SQL, a.Fingerprint)
 	}
 }
 
@@ -281,237 +277,6 @@ func isMoreArgs(a string) bool {
 		}
 	}
 	return true
-}
-
-// Domains of the page's hashes, so that a value never shows as the hash
-// of a value of another kind.
-const (
-	domainArg         = 'a' // an argument, as printArgs prints it
-	domainLiteral     = 'l' // a literal of a text, as written
-	domainKey         = 'k' // a hot key's hash
-	domainFingerprint = 'f' // a statement's fingerprint
-)
-
-// valueHasher hashes values for the page: "#" and the first 12 hex digits
-// (48 bits) of HMAC-SHA256 under the Shield's page key. One per request:
-// it is not safe for concurrent use.
-type valueHasher struct {
-	mac hash.Hash
-	buf []byte
-}
-
-func newValueHasher(key []byte) *valueHasher {
-	return &valueHasher{mac: hmac.New(sha256.New, key)}
-}
-
-// sum returns the hash of v in domain d.
-func (vh *valueHasher) sum(d byte, v string) string {
-	vh.mac.Reset()
-	vh.mac.Write([]byte{d})
-	_, _ = io.WriteString(vh.mac, v)
-	vh.buf = vh.mac.Sum(vh.buf[:0])
-	return "#" + hex.EncodeToString(vh.buf[:6])
-}
-
-// text returns sql with its literals hashed and, when it held any, the
-// hash of its fingerprint fp in place of fp.
-func (vh *valueHasher) text(sql, fp string) (string, string) {
-	out, masked := maskLiterals(sql, func(lit string) string { return vh.sum(domainLiteral, lit) })
-	if masked {
-		fp = vh.sum(domainFingerprint, fp)
-	}
-	return out, fp
-}
-
-// maskLiterals returns sql (PostgreSQL's lexical rules) with each literal
-// replaced by mask of its text: a string constant ('…', E'…', U&'…',
-// B'…', X'…', $tag$…$tag$) becomes '<mask>', a number <mask>, a comment
-// /*<mask>*/ or --<mask>; it reports whether it replaced any. Keywords,
-// identifiers, quoted identifiers, operators and parameters ($1, ?) stay.
-//
-// Where the text may be read two ways it masks the more: a string constant
-// that standard_conforming_strings = off would end elsewhere (a \'
-// inside) is masked with everything after it, and so is anything left
-// unterminated.
-func maskLiterals(sql string, mask func(lit string) string) (string, bool) {
-	var b strings.Builder
-	b.Grow(len(sql))
-	masked := false
-	escape := false // the token before is the identifier E: an escape string follows
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		var next byte
-		if i+1 < len(sql) {
-			next = sql[i+1]
-		}
-		wasEscape := escape
-		escape = false
-		switch {
-		case c == '\'':
-			end := stringEnd(sql, i, wasEscape)
-			b.WriteString("'" + mask(sql[i:end]) + "'")
-			masked, i = true, end
-		case c == '"':
-			end := quotedEnd(sql, i+1, '"')
-			if end < 0 { // unterminated: what follows may be anything
-				b.WriteString(`"` + mask(sql[i:]) + `"`)
-				return b.String(), true
-			}
-			b.WriteString(sql[i:end])
-			i = end
-		case c == '$' && isDigit(next):
-			j := i + 1
-			for j < len(sql) && isDigit(sql[j]) {
-				j++
-			}
-			b.WriteString(sql[i:j])
-			i = j
-		case c == '$':
-			tag, ok := dollarTag(sql, i)
-			if !ok {
-				b.WriteByte(c)
-				i++
-				continue
-			}
-			end := len(sql)
-			if k := strings.Index(sql[i+len(tag):], tag); k >= 0 {
-				end = i + len(tag) + k + len(tag)
-			}
-			b.WriteString("'" + mask(sql[i:end]) + "'")
-			masked, i = true, end
-		case c == '-' && next == '-':
-			end := len(sql)
-			if k := strings.IndexByte(sql[i:], '\n'); k >= 0 {
-				end = i + k
-			}
-			b.WriteString("--" + mask(sql[i:end]))
-			masked, i = true, end
-		case c == '/' && next == '*':
-			end := blockCommentEnd(sql, i)
-			b.WriteString("/*" + mask(sql[i:end]) + "*/")
-			masked, i = true, end
-		case isIdentStart(c):
-			j := i + 1
-			for j < len(sql) && (isIdentStart(sql[j]) || isDigit(sql[j]) || sql[j] == '$') {
-				j++
-			}
-			escape = j == i+1 && (c == 'E' || c == 'e')
-			b.WriteString(sql[i:j])
-			i = j
-		case isDigit(c) || c == '.' && isDigit(next):
-			j := i + 1
-			for j < len(sql) {
-				d := sql[j]
-				if isDigit(d) || isIdentStart(d) || d == '.' ||
-					(d == '+' || d == '-') && (sql[j-1] == 'e' || sql[j-1] == 'E') {
-					j++
-					continue
-				}
-				break
-			}
-			b.WriteString(mask(sql[i:j]))
-			masked, i = true, j
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String(), masked
-}
-
-// stringEnd returns where the string constant whose quote is at sql[i]
-// ends (after its closing quote), or len(sql). An escape string (E'…')
-// ends by the rules of backslash escapes; any other ends by the standard
-// rules when a backslash-escaping server (standard_conforming_strings =
-// off) would end it at the same place, and at len(sql) otherwise.
-func stringEnd(sql string, i int, escape bool) int {
-	esc := escapedEnd(sql, i+1)
-	if escape {
-		return esc
-	}
-	std := quotedEnd(sql, i+1, '\'')
-	if std < 0 || std != esc {
-		return len(sql)
-	}
-	return std
-}
-
-// quotedEnd returns the index after the quote q that closes a quoted text
-// starting at sql[from] (a doubled quote stands for one), or -1.
-func quotedEnd(sql string, from int, q byte) int {
-	for j := from; j < len(sql); j++ {
-		if sql[j] != q {
-			continue
-		}
-		if j+1 < len(sql) && sql[j+1] == q {
-			j++
-			continue
-		}
-		return j + 1
-	}
-	return -1
-}
-
-// escapedEnd is quotedEnd for a string constant with backslash escapes,
-// or len(sql).
-func escapedEnd(sql string, from int) int {
-	for j := from; j < len(sql); j++ {
-		switch sql[j] {
-		case '\\':
-			j++
-		case '\'':
-			if j+1 < len(sql) && sql[j+1] == '\'' {
-				j++
-				continue
-			}
-			return j + 1
-		}
-	}
-	return len(sql)
-}
-
-// dollarTag returns the tag ($$ or $name$) of a dollar-quoted string
-// constant starting at sql[i], if one does.
-func dollarTag(sql string, i int) (string, bool) {
-	for j := i + 1; j < len(sql); j++ {
-		c := sql[j]
-		switch {
-		case c == '$':
-			return sql[i : j+1], true
-		case isIdentStart(c), isDigit(c) && j > i+1:
-		default:
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// blockCommentEnd returns the index after the block comment (nested, as
-// PostgreSQL's) starting at sql[i], or len(sql).
-func blockCommentEnd(sql string, i int) int {
-	depth := 0
-	for j := i; j+1 < len(sql); j++ {
-		switch {
-		case sql[j] == '/' && sql[j+1] == '*':
-			depth++
-			j++
-		case sql[j] == '*' && sql[j+1] == '/':
-			depth--
-			j++
-			if depth == 0 {
-				return j + 1
-			}
-		}
-	}
-	return len(sql)
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// isIdentStart reports whether c may begin an identifier: a letter, _ or a
-// byte of a multibyte UTF-8 character.
-func isIdentStart(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c >= 0x80
 }
 
 // live returns st's line on the page.

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/redact"
 )
 
 // Values of other users that the live page must not show by default: an
@@ -74,7 +76,7 @@ func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) liveS
 	t.Helper()
 	want := s.Explain(context.Background(), q).Normalized
 	if !show {
-		want, _ = newValueHasher(s.statements.ValueKey()).text(want, "")
+		want, _ = redact.NewHasher(s.statements.ValueKey()).Text(want, "")
 	}
 	for _, st := range p.Statements {
 		if st.SQL == want {
@@ -172,7 +174,7 @@ func TestLivePageHashesAreKeyed(t *testing.T) {
 	if ha == hb {
 		t.Errorf("two Shields show %q as one hash %s", secretArg, ha)
 	}
-	unkeyed := newValueHasher(nil).sum(domainArg, `"`+secretArg+`"`)
+	unkeyed := redact.NewHasher(nil).Sum(redact.DomainArg, `"`+secretArg+`"`)
 	if ha == unkeyed || hb == unkeyed {
 		t.Errorf("the hash %s is the unkeyed one", unkeyed)
 	}
@@ -192,45 +194,6 @@ func TestLivePageShowArguments(t *testing.T) {
 	if !p.ShowArguments || lit.Fingerprint != s.Explain(context.Background(), argsLit).Fingerprint ||
 		len(lit.HotKeys) != 1 || lit.HotKeys[0].Args[0] != `"`+secretArg+`"` {
 		t.Errorf("ShowArguments: %+v", lit)
-	}
-}
-
-// TestMaskLiterals: every literal of a text is masked, by PostgreSQL's
-// lexical rules, and nothing else; where a text reads two ways, the more.
-func TestMaskLiterals(t *testing.T) {
-	for _, c := range []struct {
-		sql, want string
-		lits      []string
-	}{
-		{`SELECT 1`, `SELECT <>`, []string{`1`}},
-		{`SELECT t1.c2, a$b FROM t1 WHERE x = $12 AND y = ? AND z = :name`, `SELECT t1.c2, a$b FROM t1 WHERE x = $12 AND y = ? AND z = :name`, nil},
-		{`SELECT 'x''y', E'a\'b', 'c' FROM t`, `SELECT '<>', E'<>', '<>' FROM t`, []string{`'x''y'`, `'a\'b'`, `'c'`}},
-		{`SELECT e'\\', B'0101', X'1F', N'n', U&'d\0061t' FROM t`, `SELECT e'<>', B'<>', X'<>', N'<>', U&'<>' FROM t`,
-			[]string{`'\\'`, `'0101'`, `'1F'`, `'n'`, `'d\0061t'`}},
-		// With standard_conforming_strings = off the first literal would
-		// end at the third quote: everything after its start is masked.
-		{`SELECT 'a\' AND x = 'secret' FROM t`, `SELECT '<>'`, []string{`'a\' AND x = 'secret' FROM t`}},
-		{`SELECT 'C:\dir\' || x FROM t`, `SELECT '<>'`, []string{`'C:\dir\' || x FROM t`}},
-		{`SELECT 'C:\dir' FROM t`, `SELECT '<>' FROM t`, []string{`'C:\dir'`}},
-		{`SELECT $$it's$$, $tag$ a $x$ 'b' $tag$ FROM t`, `SELECT '<>', '<>' FROM t`, []string{`$$it's$$`, `$tag$ a $x$ 'b' $tag$`}},
-		{`SELECT "Co""l", "x'y" FROM "T" WHERE n = 'é' AND café = 2`, `SELECT "Co""l", "x'y" FROM "T" WHERE n = '<>' AND café = <>`, []string{`'é'`, `2`}},
-		{`SELECT 1.5e-3, .5, 0x1F, 1_000, a[3] FROM t LIMIT 10`, `SELECT <>, <>, <>, <>, a[<>] FROM t LIMIT <>`,
-			[]string{`1.5e-3`, `.5`, `0x1F`, `1_000`, `3`, `10`}},
-		{"SELECT a /* x /* y */ z */ FROM t -- tail\nWHERE b", "SELECT a /*<>*/ FROM t --<>\nWHERE b", []string{`/* x /* y */ z */`, `-- tail`}},
-		{`SELECT 'abc`, `SELECT '<>'`, []string{`'abc`}},
-		{`SELECT "abc`, `SELECT "<>"`, []string{`"abc`}},
-		{`SELECT $q$ abc`, `SELECT '<>'`, []string{`$q$ abc`}},
-		{`SELECT a /* abc`, `SELECT a /*<>*/`, []string{`/* abc`}},
-		{`SELECT $ FROM t WHERE x = $a`, `SELECT $ FROM t WHERE x = $a`, nil},
-	} {
-		var lits []string
-		got, masked := maskLiterals(c.sql, func(l string) string {
-			lits = append(lits, l)
-			return "<>"
-		})
-		if got != c.want || masked != (len(c.lits) > 0) || !slices.Equal(lits, c.lits) {
-			t.Errorf("%s:\n got %s (%v) %q\nwant %s %q", c.sql, got, masked, lits, c.want, c.lits)
-		}
 	}
 }
 
@@ -270,7 +233,7 @@ func TestLivePageTrusted(t *testing.T) {
 func TestHideValuesKeepsTheCount(t *testing.T) {
 	p := livePage{Statements: []liveStatement{{SQL: "SELECT $1", Fingerprint: "f",
 		HotKeys: []HotKey{{Hash: "h", Args: []string{`"… 2 more"`, "… 3 more", "… 4 more"}}}}}}
-	p.hideValues(newValueHasher(make([]byte, 32)))
+	p.hideValues(redact.NewHasher(make([]byte, 32)))
 	args := p.Statements[0].HotKeys[0].Args
 	if !pageHash.MatchString(args[0]) || !pageHash.MatchString(args[1]) || args[2] != "… 4 more" ||
 		p.Statements[0].SQL != "SELECT $1" || p.Statements[0].Fingerprint != "f" || !pageHash.MatchString(p.Statements[0].HotKeys[0].Hash) {
