@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlflight/sqlflight/internal/dsnparam"
 )
 
 // DriverName is the name under which importing this package registers the
@@ -183,7 +185,7 @@ func (e *dsnScope) idle() bool { return e.users.Load() == 0 && e.sc.live.Load() 
 // Shield for that DSN alone; an unknown or malformed one is an error
 // wrapping ErrBadDSN.
 func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, error) {
-	stripped, params, err := splitDSN(dsn)
+	stripped, params, err := dsnparam.Split(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +220,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		var release func()
 		if shared {
 			if tier, release, err = openTier(target); err != nil {
-				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, redactURL(target), redactIn(strings.TrimPrefix(err.Error(), errPrefix), target))
+				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, dsnparam.RedactURL(target), dsnparam.RedactIn(strings.TrimPrefix(err.Error(), errPrefix), target))
 			}
 		}
 		opts := []Option{o}

@@ -12,61 +12,6 @@ import (
 	"time"
 )
 
-func TestSplitDSN(t *testing.T) {
-	for _, tc := range []struct{ in, out string }{
-		{"postgres://u@h/db?sslmode=disable&sqlflight.max_bytes=128MiB&sqlflight.max_inflight=32", "postgres://u@h/db?sslmode=disable"},
-		{"host=h dbname=db sqlflight.max_inflight=32 sslmode=disable", "host=h dbname=db sslmode=disable"},
-		{"postgres://u@h/db", "postgres://u@h/db"},
-		// URLs url.Parse refuses, which pgx accepts: several hosts, a '/' in
-		// the password. Nothing of sqlflight's reaches the parent; the rest
-		// is kept byte for byte.
-		{"postgres://u@h1:5432,h2:5433/db?sqlflight.max_inflight=32&target_session_attrs=read-write", "postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write"},
-		{"postgresql://u:pa/ss@h/db?sqlflight.shared_secret=s3cr%2Ft&sqlflight.max_inflight=32", "postgresql://u:pa/ss@h/db"},
-		{"postgres://u@h/db?a=%7A&sqlflight.max_inflight=32&b#frag", "postgres://u@h/db?a=%7A&b#frag"},
-	} {
-		out, params, err := splitDSN(tc.in)
-		if err != nil || out != tc.out {
-			t.Errorf("%s → %q %v", tc.in, out, err)
-		}
-		if tc.in != tc.out && params["max_inflight"] != "32" {
-			t.Errorf("%s: params %v", tc.in, params)
-		}
-	}
-	// Keyword/value settings as libpq reads them: a quoted value may hold
-	// spaces and escaped quotes; none of it reaches the parent.
-	for _, tc := range []struct{ in, out, secret string }{
-		{`host=h sqlflight.shared_secret='top secret half' dbname=db`, "host=h dbname=db", "top secret half"},
-		{`host=h sqlflight.shared_secret = 'it\'s a \\secret'  password='p w'`, "host=h password='p w'", `it's a \secret`},
-		{`sqlflight.shared_secret=bare\ escaped host=h`, "host=h", "bare escaped"},
-	} {
-		out, params, err := splitDSN(tc.in)
-		if err != nil || out != tc.out || params["shared_secret"] != tc.secret {
-			t.Errorf("%s → %q %q %v", tc.in, out, params["shared_secret"], err)
-		}
-	}
-	for _, bad := range []string{`host=h sqlflight.shared_secret='unterminated hidden`, `host=h sqlflight.shared_secret = 'hidden`} {
-		if _, _, err := splitDSN(bad); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hidden") {
-			t.Errorf("%s: %v", bad, err)
-		}
-	}
-	if _, params, _ := splitDSN("postgresql://u:pa/ss@h/db?sqlflight.shared_secret=s3cr%2Ft"); params["shared_secret"] != "s3cr/t" {
-		t.Errorf("the secret was not unescaped: %q", params["shared_secret"])
-	}
-	if _, _, err := splitDSN("postgres://u@h/db?sqlflight.shared_secret=%zzhidden"); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hidden") {
-		t.Errorf("a malformed escape: %v", err)
-	}
-	var o Options
-	err := applyDSN(&o, map[string]string{"max_bytes": "128MiB", "max_inflight": "32", "default": "soft=30s,hard=5m", "queue_timeout": "250ms"})
-	if err != nil || o.MaxBytes != 128<<20 || o.MaxInflight != 32 || o.Default.Soft != 30*time.Second || o.Default.Hard != 5*time.Minute || o.QueueTimeout != 250*time.Millisecond {
-		t.Fatalf("%+v %v", o, err)
-	}
-	for _, bad := range []map[string]string{{"max_byts": "1"}, {"max_bytes": "lots"}, {"max_inflight": "0"}, {"default": "sfot=1s"}} {
-		if err := applyDSN(&o, bad); !errors.Is(err, ErrBadDSN) {
-			t.Errorf("%v: %v", bad, err)
-		}
-	}
-}
-
 // dsnDriver records the DSNs its Open receives.
 type dsnDriver struct {
 	fakeDriver
@@ -127,34 +72,6 @@ func TestDSNParametersConfigureAndAreStripped(t *testing.T) {
 // ('@', ':') never appear in an error's text.
 var awkwardPasswords = []string{"pa/ss-w0rd", "pa%zzss-w0rd", "p@ss-w0rd", "pa:ss-w0rd", "p@s/s:%zz-w0rd", "se cret-w0rd"}
 
-func TestRedactURL(t *testing.T) {
-	for _, pw := range awkwardPasswords {
-		for _, u := range []string{
-			"redis://user:" + pw + "@cache:6379/0",
-			"rediss://:" + pw + "@cache:6379/0",
-			"redis://user:" + pw + "@cache:6379/0?dial_timeout=1s",
-			"redis:user:" + pw + "@cache:6379",
-			"user:" + pw + "@cache:6379",
-		} {
-			got := redactURL(u)
-			if strings.Contains(got, pw) || strings.Contains(got, "w0rd") {
-				t.Errorf("redactURL(%q) = %q", u, got)
-			}
-			if msg := redactIn("cannot open "+u+": bad password "+pw, u); strings.Contains(msg, "w0rd") {
-				t.Errorf("redactIn: %q", msg)
-			}
-		}
-	}
-	for _, plain := range []string{"redis://cache:6379/0", "redis://user@cache:6379/0", "nope://x"} {
-		if got := redactURL(plain); got != plain {
-			t.Errorf("redactURL(%q) = %q: nothing to hide", plain, got)
-		}
-	}
-	if got := redactURL("redis://u:secret@h:1/0"); got != "redis://u:xxxxx@h:1/0" {
-		t.Errorf("%q", got)
-	}
-}
-
 // TestBadSharedURLHidesPassword: a sqlflight.shared URL with an awkward
 // password fails the open without showing the password.
 func TestBadSharedURLHidesPassword(t *testing.T) {
@@ -191,5 +108,20 @@ func TestSecretParameterValuesAreNotShown(t *testing.T) {
 	var o Options
 	if err := applyDSN(&o, map[string]string{"shared_secretx": "hunter2-value"}); !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestApplyDSN: parameters set their Options fields; unknown or malformed
+// ones are ErrBadDSN.
+func TestApplyDSN(t *testing.T) {
+	var o Options
+	err := applyDSN(&o, map[string]string{"max_bytes": "128MiB", "max_inflight": "32", "default": "soft=30s,hard=5m", "queue_timeout": "250ms"})
+	if err != nil || o.MaxBytes != 128<<20 || o.MaxInflight != 32 || o.Default.Soft != 30*time.Second || o.Default.Hard != 5*time.Minute || o.QueueTimeout != 250*time.Millisecond {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range []map[string]string{{"max_byts": "1"}, {"max_bytes": "lots"}, {"max_inflight": "0"}, {"default": "sfot=1s"}} {
+		if err := applyDSN(&o, bad); !errors.Is(err, ErrBadDSN) {
+			t.Errorf("%v: %v", bad, err)
+		}
 	}
 }

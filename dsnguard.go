@@ -6,12 +6,6 @@ import (
 	"strings"
 )
 
-// repeatedParam is the error of a sqlflight.* parameter given twice: which
-// of two values was meant is not guessed.
-func repeatedParam(name string) error {
-	return fmt.Errorf("%w: %s%s is given more than once", ErrBadDSN, dsnPrefix, name)
-}
-
 // dsnMayNotWeaken refuses the DSN parameters that would weaken what the
 // code's Options (code) and shared tier (codeTier) set for the shared
 // tier: the code's word beats the DSN's. With Options.SharedSecret set, a

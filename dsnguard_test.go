@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/dsnparam"
 )
 
 // TestDSNMayNotWeakenTheCodesTier: a DSN may not undo what Options and
@@ -43,22 +45,6 @@ func TestDSNMayNotWeakenTheCodesTier(t *testing.T) {
 			t.Fatalf("%s: %v", dsn, err)
 		}
 		_ = c.Close()
-	}
-}
-
-// TestRepeatedDSNKeysAreRefused: which of two values was meant is never
-// guessed.
-func TestRepeatedDSNKeysAreRefused(t *testing.T) {
-	for _, dsn := range []string{
-		"db=1 sqlflight.max_bytes=1MiB sqlflight.max_bytes=2MiB",
-		"db=1 sqlflight.shared_secret=" + testSecretDSN + " sqlflight.shared_secret=",
-		"postgres://h/db?sqlflight.strict=true&sqlflight.strict=false",
-		"postgres://h/db?sqlflight.shared_secret=a&sqlflight%2Eshared_secret=b",
-	} {
-		_, _, err := splitDSN(dsn)
-		if !errors.Is(err, ErrBadDSN) || !strings.Contains(err.Error(), "more than once") {
-			t.Errorf("%s: %v; want ErrBadDSN", dsn, err)
-		}
 	}
 }
 
@@ -146,7 +132,7 @@ func TestFeedDSNParameter(t *testing.T) {
 	if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("a malformed feed_dsn: %v", err)
 	}
-	_, _, err = splitDSN("postgres://h/db?sqlflight.feed_dsn=" + url.QueryEscape(feed) + "&sqlflight.feed_dsn=x")
+	_, _, err = dsnparam.Split("postgres://h/db?sqlflight.feed_dsn=" + url.QueryEscape(feed) + "&sqlflight.feed_dsn=x")
 	if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("a repeated feed_dsn: %v", err)
 	}
@@ -155,7 +141,7 @@ func TestFeedDSNParameter(t *testing.T) {
 	if !errors.Is(err, ErrBadDSN) || !strings.Contains(err.Error(), "feed_dsn") {
 		t.Fatalf("a DSN replacing the code's FeedDSN: %v", err)
 	}
-	if !secretParam("feed_dsn") {
+	if !dsnparam.Secret("feed_dsn") {
 		t.Fatal("feed_dsn's value may be shown")
 	}
 }
