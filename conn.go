@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sqlflight/sqlflight/internal/dbqueue"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -381,7 +382,7 @@ func (c *conn) Ping(ctx context.Context) error {
 func (c *conn) ResetSession(ctx context.Context) error {
 	c.awake()
 	if c.gave.Load() != 0 {
-		if id := c.gave.Swap(0); id != 0 && fromQueue() {
+		if id := c.gave.Swap(0); id != 0 && dbqueue.FromQueue() {
 			c.handed.Store(id)
 		}
 	}

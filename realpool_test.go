@@ -259,16 +259,6 @@ func TestCappedHerdRunsOneFlight(t *testing.T) {
 	}
 }
 
-// TestQueueCalibration: this database/sql hands a connection to a queued
-// caller on a branch of its own, which fromQueue recognizes (if not, a
-// capped pool would break a herd into several flights again).
-func TestQueueCalibration(t *testing.T) {
-	queueStack.once.Do(calibrateQueue)
-	if queueStack.pcs == nil {
-		t.Fatal("database/sql resets a queued caller's connection where it resets a free one: fromQueue cannot tell them apart")
-	}
-}
-
 const lingerQuery = "/* sqlflight: coalesce */ " + pointQuery
 
 // ended is a flight of two callers on sql.Conns a and b that has ended:

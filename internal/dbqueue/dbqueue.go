@@ -1,4 +1,23 @@
-package sqlflight
+// Package dbqueue tells whether database/sql handed a connection to a
+// caller that waited in its queue, from inside the driver's ResetSession.
+//
+// database/sql gives a connection going back to its pool (putConn) to a
+// caller waiting for one, if any, before anything else can take it; the
+// waiter then resets the session (ResetSession) on the branch of
+// (*DB).conn that received it from the queue. A caller that takes a free
+// connection resets it on another branch. Nothing else tells the two apart,
+// so the first reset that needs to know calibrates (Calibrated): a private
+// pool of one connection is made to hand one to a waiting caller and one
+// to a new caller, and the call stacks above ResetSession are compared. If they do
+// not differ in (*DB).conn — another database/sql than the one this was
+// written against — FromQueue answers false: a caller is then never taken
+// for a queued one (see flightGroup.joinOrLead).
+//
+// FromQueue must be called directly by the driver connection's
+// ResetSession (the frames above it are what it compares); a wrapper that
+// forwards ResetSession adds a frame, and its callers are then never taken
+// for queued ones. It is safe for concurrent use.
+package dbqueue
 
 import (
 	"context"
@@ -11,21 +30,6 @@ import (
 	"time"
 )
 
-// Whether database/sql handed a connection to a caller that waited in its
-// queue.
-//
-// database/sql gives a connection going back to its pool (putConn) to a
-// caller waiting for one, if any, before anything else can take it; the
-// waiter then resets the session (ResetSession) on the branch of
-// (*DB).conn that received it from the queue. A caller that takes a free
-// connection resets it on another branch. Nothing else tells the two apart,
-// so the first reset that needs to know calibrates: a private pool of one
-// connection is made to hand one to a waiting caller and one to a new
-// caller, and the call stacks above ResetSession are compared. If they do
-// not differ in (*DB).conn — another database/sql than the one this was
-// written against — fromQueue answers false: a caller is then never taken
-// for a queued one (see flightGroup.joinOrLead).
-
 // queueStack is the stack above ResetSession on the queue's branch, down to
 // the first frame where it differs from the free connection's; nil when
 // the calibration failed.
@@ -36,7 +40,7 @@ var queueStack struct {
 
 // resetCallers fills pcs with the stack of the ResetSession that called
 // it, from database/sql's first frame: calibration's ResetSession calls it
-// as conn's calls fromQueue, directly, so that the frames line up. (A
+// as the driver's calls FromQueue, directly, so that the frames line up. (A
 // wrapper above sqlflight that forwards ResetSession adds a frame: its
 // callers are then never taken for queued ones.)
 //
@@ -45,11 +49,11 @@ func resetCallers(pcs []uintptr) int {
 	return runtime.Callers(3, pcs) // runtime.Callers, resetCallers, ResetSession
 }
 
-// fromQueue reports whether the ResetSession that called it runs for a
+// FromQueue reports whether the ResetSession that called it runs for a
 // caller database/sql handed the connection to from its queue.
 //
 //go:noinline
-func fromQueue() bool {
+func FromQueue() bool {
 	queueStack.once.Do(calibrateQueue)
 	want := queueStack.pcs
 	if want == nil {
@@ -61,6 +65,7 @@ func fromQueue() bool {
 	return n == len(want) && slices.Equal(pcs, want)
 }
 
+// calibrateQueue learns the queue's branch once (see the package doc).
 func calibrateQueue() {
 	var p probeConnector
 	p.stacks = make(chan []uintptr, 2)
@@ -151,4 +156,12 @@ func (c probeConn) ResetSession(context.Context) error {
 	default:
 	}
 	return nil
+}
+
+// Calibrated reports whether the calibration tells the queue's branch
+// apart, calibrating if it has not yet: if not, FromQueue always answers
+// false.
+func Calibrated() bool {
+	queueStack.once.Do(calibrateQueue)
+	return queueStack.pcs != nil
 }
