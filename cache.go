@@ -1,14 +1,11 @@
 package sqlflight
 
 import (
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/ristretto/v2"
-
 	"github.com/sqlflight/sqlflight/internal/fresh"
+	l1 "github.com/sqlflight/sqlflight/internal/store"
 )
 
 // Clock tells the time. Options.Clock injects one; tests move a fake one.
@@ -37,11 +34,10 @@ type entry struct {
 	// by: what of its filler's policy soft, hard and last follow from
 	// (judge: a reader under the same gets them as they are).
 	by deadlinePolicy
-	// handed: its put went to ristretto (store.batch; guarded by
-	// store.batchMu).
-	handed bool
-	delta  time.Duration
-	seq    uint64 // epoch sequence when the flight that filled it started
+	// slot is the store's bookkeeping of the entry (l1.Slot).
+	slot  l1.Slot
+	delta time.Duration
+	seq   uint64 // epoch sequence when the flight that filled it started
 	// version is the fleet version of a result written to or read from the
 	// shared tier (0: this process's alone).
 	version uint64
@@ -58,275 +54,51 @@ type entry struct {
 // store's index (measured: about 75 bytes).
 const entryOverhead = 656
 
-func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
+// Cost is what e is charged in the store: its key, its rows and
+// entryOverhead.
+func (e *entry) Cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
 
-// store is the in-process L1: results on ristretto, cost in estimated bytes,
-// and empty results in a second, smaller store of their own. ristretto
-// decides what stays (admission, eviction by cost) and applies a Set later,
-// on a goroutine of its own; the index is what lookups read: an entry is in
-// it from its put until ristretto lets it go (OnExit: evicted, refused,
-// replaced or deleted) or del removes it, so that a result is visible to
-// the next caller as soon as its flight ends. The stores are made on first
-// use, so a Shield that never caches runs no cache goroutines.
-type store struct {
-	ready atomic.Bool
-	// mu is held for reading by every use of pos and neg, and for writing
-	// to make or close them: ristretto must not be used while it closes.
-	mu       sync.RWMutex
-	pos, neg *ristretto.Cache[string, *entry]
-	closed   bool
-	failed   bool
+// Key returns the full key e is stored under.
+func (e *entry) Key() string { return e.key }
 
-	// index maps a key to the entry stored under it (see store). A hit
-	// reads it alone, and tells ristretto of one access in touchEvery so
-	// that its admission still sees which keys are hot.
-	index *index
+// Empty reports whether e is an empty result (the store keeps those apart).
+func (e *entry) Empty() bool { return e.empty }
 
-	// Puts reach ristretto in batches: each Set that finds ristretto's
-	// goroutine asleep wakes it (a futex call on the filling caller's path,
-	// ≈ 4 µs), so puts wait in batch — indexed, so visible — until
-	// batchMax of them are there or batchDelay has passed. batchMu is
-	// taken under mu.
-	batchMu    sync.Mutex
-	batch      []*entry
-	batchBytes int64
-	batchTimer *time.Timer
-	batchDelay time.Duration // batchDelay; tests hold a batch longer
+// Last returns the end of e's life: the store refuses e from then on.
+func (e *entry) Last() time.Time { return e.last }
 
-	entries, bytes atomic.Int64 // what the stores hold: + on a Set they took, − on exit
-}
+// Slot returns the store's bookkeeping of e.
+func (e *entry) Slot() *l1.Slot { return &e.slot }
 
-// The bounds of a batch of puts (store.batch).
-const (
-	batchMax      = 64
-	batchMaxBytes = 1 << 20
-	batchDelay    = time.Millisecond
-)
-
-// touchEvery: a hit tells ristretto of its access once in this many, at
-// random (ristretto's frequency sketch counts relative heat; a Get on
-// every hit costs more than the rest of the lookup).
-const touchEvery = 8
+// store is the in-process L1 (internal/store): results on ristretto, cost
+// in estimated bytes (entry.Cost), and empty results in a second, smaller
+// store of their own; an entry is visible from its put until ristretto
+// lets it go or it is dropped. It is made on first use (cache), so a
+// Shield that never caches runs no cache goroutines.
+type store = l1.Store[*entry]
 
 // cache returns the Shield's store, or nil if it is closed or cannot be made.
 func (s *Shield) cache() *store {
 	st := &s.store
-	if st.ready.Load() {
+	if st.Ready() {
 		return st
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.closed || st.failed {
+	ok, err := st.Open(l1.Config[*entry]{MaxBytes: s.opts.MaxBytes, NegMaxBytes: s.opts.NegMaxBytes, Prepare: drawJitter})
+	if err != nil {
+		s.log.Error("sqlflight: result cache disabled", "error", err)
+	}
+	if !ok {
 		return nil
 	}
-	if st.pos == nil {
-		pos, err := newRistretto(s.opts.MaxBytes, st.exit)
-		var neg *ristretto.Cache[string, *entry]
-		if err == nil {
-			if neg, err = newRistretto(s.opts.NegMaxBytes, st.exit); err != nil {
-				pos.Close()
-			}
-		}
-		if err != nil {
-			st.failed = true
-			s.log.Error("sqlflight: result cache disabled", "error", err)
-			return nil
-		}
-		st.pos, st.neg, st.index = pos, neg, newIndex()
-		st.batchDelay = batchDelay
-	}
-	st.ready.Store(true)
 	return st
 }
 
-// exit counts an entry out of the store (evicted, rejected, replaced or
-// deleted), and out of the index unless another entry took its key.
-func (st *store) exit(e *entry) {
-	if e != nil {
-		st.entries.Add(-1)
-		st.bytes.Add(-e.cost())
-		st.index.remove(e.key, e)
-	}
-}
-
-func newRistretto(maxBytes int64, exit func(*entry)) (*ristretto.Cache[string, *entry], error) {
-	// About ten counters per entry of a typical 1 KiB.
-	counters := max(maxBytes/1024*10, 1000)
-	return ristretto.NewCache(&ristretto.Config[string, *entry]{
-		NumCounters: counters,
-		MaxCost:     maxBytes,
-		BufferItems: 256,
-		// Costs are bytes already, overhead included: ristretto's own
-		// per-item estimate would silently shrink the cache.
-		IgnoreInternalCost: true,
-		OnExit:             exit,
-	})
-}
-
-// get returns the entry stored under key.
-func (st *store) get(key string) *entry {
-	e := st.index.load(key)
-	if rand.Uint32()%touchEvery == 0 {
-		// Misses and hits alike (admission weighs a newcomer's misses
-		// against a resident's hits); a miss in both stores, as the key
-		// may fill either.
-		if e == nil || !e.empty {
-			st.touch(key, false)
-		}
-		if e == nil || e.empty {
-			st.touch(key, true)
-		}
-	}
-	return e
-}
-
-// peek returns the entry stored under key, as get, without telling
-// ristretto of an access.
-func (st *store) peek(key string) *entry {
-	return st.index.load(key)
-}
-
-// touch tells ristretto of an access to key (in the store of empty
-// results, or of the others).
-func (st *store) touch(key string, empty bool) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed {
-		return
-	}
-	into := st.pos
-	if empty {
-		into = st.neg
-	}
-	into.Get(key)
-}
-
-// put stores e, giving it its jitter draw unless it has one. It carries its own deadlines: the store evicts by cost
-// only (ristretto's TTL buckets never shrink, so with churn they would grow
-// with time rather than with MaxBytes), and a lookup drops an entry past
-// its last use. From put on, get returns e (until ristretto lets it go).
-//
-// put reports whether the store took e: false when it costs more than the
-// store can ever hold (a store of MaxBytes 1 holds nothing). ristretto gets
-// it with the next batch (store.batch).
-func (st *store) put(e *entry, now time.Time) bool {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed || !now.Before(e.last) {
-		return false
-	}
+// drawJitter gives an entry the store takes its jitter draw, unless it has
+// one (the entry's own, from then on).
+func drawJitter(e *entry) {
 	if e.jitter == 0 && !e.by.set {
-		e.jitter = fresh.Draw() // the entry's own, from now on
+		e.jitter = fresh.Draw()
 	}
-	into, other := st.pos, st.neg
-	if e.empty {
-		into, other = st.neg, st.pos
-	}
-	if e.cost() > into.MaxCost() {
-		if prior := st.index.remove(e.key, nil); prior != nil { // older than e: gone
-			if prior.empty {
-				st.neg.Del(e.key)
-			} else {
-				st.pos.Del(e.key)
-			}
-		}
-		return false
-	}
-	// In the index before ristretto may refuse it (exit takes it out).
-	prior := st.index.swap(e)
-	if prior != nil && prior.empty != e.empty {
-		other.Del(e.key) // empty results live apart: the older one goes
-	}
-	st.batchMu.Lock()
-	defer st.batchMu.Unlock()
-	if prior != nil && prior.empty == e.empty && prior.handed {
-		if _, shown := into.Get(e.key); !shown {
-			// prior's Set is not applied yet: e would come after it as
-			// another new key, and ristretto would keep prior and refuse
-			// e. Once prior's Set is applied, e replaces it. (A Del first
-			// would not do: a Set that finds prior stored replaces it at
-			// once, and the Del, applied later, would take e.) A prior
-			// still in the batch is left out of it (flushLocked).
-			into.Wait()
-		}
-	}
-	st.batch = append(st.batch, e)
-	st.batchBytes += e.cost()
-	switch {
-	case len(st.batch) >= batchMax || st.batchBytes >= batchMaxBytes:
-		st.flushLocked()
-	case len(st.batch) == 1:
-		if st.batchTimer == nil {
-			st.batchTimer = time.AfterFunc(st.batchDelay, st.flush)
-		} else {
-			st.batchTimer.Reset(st.batchDelay)
-		}
-	}
-	return true
-}
-
-// flush hands the batch of puts to ristretto.
-func (st *store) flush() {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed {
-		return
-	}
-	st.batchMu.Lock()
-	defer st.batchMu.Unlock()
-	st.flushLocked()
-}
-
-// flushLocked hands the batch to ristretto; mu (read) and batchMu are
-// held. An entry no longer in the index (replaced or dropped meanwhile)
-// is left out; one ristretto drops at once leaves the index.
-func (st *store) flushLocked() {
-	for i, e := range st.batch {
-		st.batch[i] = nil
-		if st.index.load(e.key) != e {
-			continue
-		}
-		into := st.pos
-		if e.empty {
-			into = st.neg
-		}
-		e.handed = true
-		if into.Set(e.key, e, e.cost()) {
-			st.entries.Add(1)
-			st.bytes.Add(e.cost())
-		} else {
-			st.index.remove(e.key, e)
-		}
-	}
-	st.batch, st.batchBytes = st.batch[:0], 0
-}
-
-// drop removes e from the store, unless another entry took its key.
-func (st *store) drop(e *entry) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed || st.index.remove(e.key, e) == nil {
-		return
-	}
-	if e.empty {
-		st.neg.Del(e.key)
-	} else {
-		st.pos.Del(e.key)
-	}
-}
-
-// wait blocks until every put so far is applied (or dropped).
-func (st *store) wait() {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if st.closed {
-		return
-	}
-	st.batchMu.Lock()
-	st.flushLocked()
-	st.batchMu.Unlock()
-	st.pos.Wait()
-	st.neg.Wait()
 }
 
 // Close releases the result cache's goroutines and memory, and stops the
@@ -344,31 +116,12 @@ func (s *Shield) Close() error {
 	if s.tierRelease != nil {
 		s.tierRelease() // a tier opened from a DSN closes with its last Shield; others are the caller's
 	}
-	st := &s.store
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.ready.Store(false)
-	st.closed = true
-	st.batchMu.Lock()
-	if st.batchTimer != nil {
-		st.batchTimer.Stop()
-	}
-	st.batch, st.batchBytes = nil, 0
-	st.batchMu.Unlock()
-	if st.pos != nil {
-		st.pos.Close()
-		st.neg.Close()
-	}
-	if st.index != nil {
-		st.index.clear()
-	}
+	s.store.Close()
 	return nil
 }
 
 func (s *Shield) isClosed() bool {
-	s.store.mu.RLock()
-	defer s.store.mu.RUnlock()
-	return s.store.closed
+	return s.store.Closed()
 }
 
 // Invalidate drops the cached results that depend on tables (matched

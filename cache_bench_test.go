@@ -141,7 +141,7 @@ func BenchmarkMemoryMillionKeys(b *testing.B) {
 	if st == nil {
 		b.Fatal("no cache")
 	}
-	st.wait()
+	st.Wait()
 
 	var after runtime.MemStats
 	runtime.GC()
@@ -155,9 +155,9 @@ func BenchmarkMemoryMillionKeys(b *testing.B) {
 	var buf []byte
 	for i := range keys {
 		buf, _ = key.Append(buf[:0], scopeID, partition{}, normalized, []driver.NamedValue{{Ordinal: 1, Value: int64(i)}})
-		if e := st.peek(string(buf)); e != nil {
+		if e := st.Peek(string(buf)); e != nil {
 			kept++
-			charged += e.cost()
+			charged += e.Cost()
 		}
 	}
 	runtime.KeepAlive(db)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -501,81 +500,6 @@ func TestNothingPendsForAStoreThatHoldsNothing(t *testing.T) {
 	}
 }
 
-// TestIndexFollowsTheStore: what the store's index holds is what ristretto
-// kept: entries it refused or evicted leave the index, so that the index
-// never grows past the cache; an entry is visible from its put on.
-func TestIndexFollowsTheStore(t *testing.T) {
-	s := New(Options{MaxBytes: 64 << 10, Clock: newFakeClock()})
-	t.Cleanup(func() { _ = s.Close() })
-	st := s.cache()
-	now := s.opts.Clock.Now()
-	const keys = 5000
-	for i := range keys {
-		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
-		st.put(e, now)
-		if i%97 == 0 && st.peek(e.key) != e {
-			t.Fatalf("entry %d not visible right after its put", i)
-		}
-	}
-	st.wait()
-	indexed := 0
-	for i := range st.index.shards {
-		indexed += len(st.index.shards[i].m)
-	}
-	kept := s.Stats().CacheEntries
-	if indexed == 0 || int64(indexed) != kept || kept >= keys {
-		t.Fatalf("index holds %d entries, the store %d, of %d put (64 KiB): want the same, fewer than put", indexed, kept, keys)
-	}
-	// A dropped entry is gone from the index at once; dropping an entry
-	// another one replaced leaves the newer one.
-	for i := range keys {
-		k := fmt.Sprintf("key %d", i)
-		if e := st.peek(k); e != nil {
-			newer := &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
-			st.put(newer, now)
-			st.drop(e)
-			if st.peek(k) != newer {
-				t.Fatalf("dropping the replaced entry of %s took the newer one too", k)
-			}
-			st.drop(newer)
-			if st.peek(k) != nil {
-				t.Fatalf("%s still indexed after drop", k)
-			}
-			break
-		}
-	}
-}
-
-// TestPutTwiceBeforeTheStoreApplies: a key put again before ristretto
-// applied its first put ends with the second entry, in the index and in the
-// store, and no unreachable first one is left taking room.
-func TestPutTwiceBeforeTheStoreApplies(t *testing.T) {
-	s := New(Options{Clock: newFakeClock()})
-	t.Cleanup(func() { _ = s.Close() })
-	st := s.cache()
-	now := s.opts.Clock.Now()
-	const keys = 200
-	second := make([]*entry, keys)
-	for i := range keys {
-		k := fmt.Sprintf("key %d", i)
-		st.put(&entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}, now)
-		second[i] = &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
-		st.put(second[i], now)
-	}
-	st.wait()
-	for i, e := range second {
-		if got := st.peek(e.key); got != e {
-			t.Fatalf("key %d: indexed %p, want the second put's %p", i, got, e)
-		}
-		if got, ok := st.pos.Get(e.key); !ok || got != e {
-			t.Fatalf("key %d: the store holds %p (%v), want the second put's %p", i, got, ok, e)
-		}
-	}
-	if n := s.Stats().CacheEntries; n != keys {
-		t.Fatalf("the store counts %d entries for %d keys", n, keys)
-	}
-}
-
 // TestReaderThatLookedBeforeAFlightEndedTakesItsEntry: a caching reader that
 // found no flight, but the store holds an entry other than the one its
 // lookup saw (a flight ended in between), looks again instead of leading a
@@ -586,7 +510,7 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 	st := s.cache()
 	now := s.opts.Clock.Now()
 	e := &entry{key: "k", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
-	st.put(e, now)
+	st.Put(e, now)
 	c := &conn{s: s}
 	if f, lead := s.flights.joinOrLead("k", &s.epochs, nil, true, nil, st, c, nil); f != nil || lead {
 		t.Fatalf("a reader that saw nothing: flight %v, lead %v; want to look again", f, lead)
@@ -596,56 +520,11 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 	}
 	// A refresh of the entry does not start once another one showed.
 	e2 := &entry{key: "k2", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
-	st.put(e2, now)
+	st.Put(e2, now)
 	if _, ok := s.flights.startRefresh("k2", &s.epochs, nil, true, nil, st, e); ok {
 		t.Fatal("a refresh of an entry the store no longer holds started")
 	}
 	if f, ok := s.flights.startRefresh("k2", &s.epochs, nil, true, nil, st, e2); !ok || f == nil {
 		t.Fatal("the refresh of the entry the store holds did not start")
-	}
-}
-
-// TestPutsReachRistrettoInBatches: a put is visible at once (the index)
-// and counted by Stats, but handed to ristretto with the batch it is in:
-// when batchMax puts are there, or later (batchDelay; wait flushes).
-func TestPutsReachRistrettoInBatches(t *testing.T) {
-	s := New(Options{Clock: newFakeClock()})
-	t.Cleanup(func() { _ = s.Close() })
-	st := s.cache()
-	st.batchDelay = time.Hour // only a full batch, Stats or wait hand it over
-	now := s.opts.Clock.Now()
-	put := func(i int) *entry {
-		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
-		if !st.put(e, now) {
-			t.Fatalf("put %d refused", i)
-		}
-		return e
-	}
-	first := put(0)
-	if st.peek(first.key) != first {
-		t.Fatal("a put is not visible at once")
-	}
-	st.batchMu.Lock()
-	waiting, handed := len(st.batch), first.handed
-	st.batchMu.Unlock()
-	if waiting != 1 || handed {
-		t.Fatalf("after one put: %d in the batch, handed %v; want 1, false", waiting, handed)
-	}
-	for i := 1; i < batchMax; i++ {
-		put(i)
-	}
-	st.batchMu.Lock()
-	waiting, handed = len(st.batch), first.handed
-	st.batchMu.Unlock()
-	if waiting != 0 || !handed {
-		t.Fatalf("after %d puts: %d in the batch, handed %v; want the batch handed", batchMax, waiting, handed)
-	}
-	last := put(batchMax)
-	if n := s.Stats().CacheEntries; n != batchMax+1 {
-		t.Fatalf("Stats counts %d entries after %d puts", n, batchMax+1)
-	}
-	st.wait()
-	if got, ok := st.pos.Get(last.key); !ok || got != last {
-		t.Fatal("the last put is not in ristretto after wait")
 	}
 }

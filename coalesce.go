@@ -197,18 +197,18 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 // result with rd's stale-if-error limit. Freshness is the reader's: an
 // entry filled under a longer TTL does not answer a stricter reader.
 func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
-	e := st.get(rd.key)
+	e := st.Get(rd.key)
 	if e == nil {
 		return nil, nil
 	}
 	rd.seen = e
 	if !s.epochs.unchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
-		st.drop(e) // computed before a write to its tables
+		st.Drop(e) // computed before a write to its tables
 		return nil, nil
 	}
 	now := s.opts.Clock.Now()
 	if !now.Before(e.last) {
-		st.drop(e) // of no use any more, not even on error
+		st.Drop(e) // of no use any more, not even on error
 		return nil, nil
 	}
 	d := s.judge(e, rd.plan.pol)
@@ -266,7 +266,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			// the next pass leads unless yet another flight ended.)
 			attempt--
 			if relooks++; relooks > 3 {
-				rd.seen = st.peek(rd.key)
+				rd.seen = st.Peek(rd.key)
 				continue
 			}
 			if rows, _ := s.lookup(st, caller); rows != nil {
@@ -402,7 +402,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 		}
 	}
 	if fills && (f == nil || f.finished) {
-		if cur := st.peek(key); cur != nil && cur != seen && e.unchangedFor(cur.seq, tables, known, rows) {
+		if cur := st.Peek(key); cur != nil && cur != seen && e.unchangedFor(cur.seq, tables, known, rows) {
 			return nil, false
 		}
 	}
@@ -455,7 +455,7 @@ func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known
 	if f := g.m[key]; f != nil && !f.finished && e.unchangedFor(f.seq, tables, known, rows) {
 		return nil, false
 	}
-	if cur := st.peek(key); cur != nil && cur != stale && e.unchangedFor(cur.seq, tables, known, rows) {
+	if cur := st.Peek(key); cur != nil && cur != stale && e.unchangedFor(cur.seq, tables, known, rows) {
 		return nil, false // refreshed meanwhile
 	}
 	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
@@ -716,7 +716,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	e.jitter = fresh.Draw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
 	e.by = deadlinesOf(rd.plan.pol)
-	if st.put(e, now) {
+	if st.Put(e, now) {
 		s.stats.fills.Add(1)
 	}
 	return e

@@ -219,7 +219,7 @@ func TestJitterIsTheEntrysOwn(t *testing.T) {
 	lo, hi := 1.0, -1.0
 	for i := range 200 {
 		e := &entry{key: string(rune('a' + i%26)), res: &result{}, last: time.Now().Add(time.Hour)}
-		st.put(e, time.Now())
+		st.Put(e, time.Now())
 		if e.jitter < -1 || e.jitter >= 1 {
 			t.Fatal(e.jitter)
 		}

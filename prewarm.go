@@ -359,7 +359,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 	key, ok := key.Append(nil, w.c.sc.id, f.part, k.r.Normalized, k.args)
 	var seen *entry
 	if ok {
-		seen = w.st.peek(string(key))
+		seen = w.st.Peek(string(key))
 	}
 	if !ok || w.fresh(seen, f) || s.tooLarge.skips(string(key), s.limitsOf(f.plan.pol), time.Now()) {
 		w.skip()
@@ -441,8 +441,8 @@ func (w *warmer) load(ctx context.Context, rd *read) {
 	}
 	s.tier.stats.hits.Add(1)
 	if s.epochs.unchangedFor(seq, rd.tables, rd.known, rd.rows) {
-		w.st.put(e, s.opts.Clock.Now())
-		w.st.wait()
+		w.st.Put(e, s.opts.Clock.Now())
+		w.st.Wait()
 	}
 	w.loaded.Add(1)
 	s.stats.prewarmLoaded.Add(1)

@@ -254,7 +254,7 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	softs := map[time.Time]bool{}
 	for k := range 8 {
 		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", namedArgs([]driver.Value{int64(k)}))
-		e := s.store.get(string(key))
+		e := s.store.Get(string(key))
 		if e == nil {
 			t.Fatalf("key %d not cached", k)
 		}

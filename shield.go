@@ -578,11 +578,9 @@ func (s *Shield) Stats() Stats {
 	if events := st.Flights + st.Refreshes; events > 0 {
 		st.OriginPerMissEvent = float64(st.OriginExecutions) / float64(events)
 	}
-	if s.store.ready.Load() {
-		s.store.flush() // what waits in the batch counts
-	}
-	st.CacheEntries = s.store.entries.Load()
-	st.CacheBytes = s.store.bytes.Load()
+	s.store.Flush() // what waits in the batch counts
+	st.CacheEntries = s.store.Entries()
+	st.CacheBytes = s.store.Bytes()
 	if ts := s.tier; ts != nil {
 		c := &ts.stats
 		st.SharedState = ts.state()

@@ -252,7 +252,7 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
 		return
 	}
-	st.put(e, s.opts.Clock.Now())
+	st.Put(e, s.opts.Clock.Now())
 }
 
 // sharedRefresh is the L2 step of a background refresh of an entry of
