@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // A scope is the set of connections that may share results: one DSN of a
@@ -117,7 +119,7 @@ func (sc *scope) detect(ctx context.Context, rc driver.Conn) int32 {
 	if v := sc.pgVersion.Load(); v != 0 {
 		return v
 	}
-	v := int32(postgresVersion(ctx, rc))
+	v := int32(pgverdict.PostgresVersion(ctx, rc))
 	if v == 0 {
 		v = -1
 	}
