@@ -16,18 +16,22 @@ import (
 // Function is one function a statement really calls, as the server
 // resolves it.
 type Function struct {
-	Schema     string `json:"schema,omitempty"`
-	Name       string `json:"name"`
-	Volatility string `json:"volatility"` // "immutable", "stable" or "volatile"
-	Builtin    bool   `json:"builtin"`    // part of PostgreSQL itself
+	Schema     string `json:"schema,omitempty"` // its namespace, "pg_catalog" for a built-in
+	Name       string `json:"name"`             // its name, without the arguments (overloads count as one)
+	Volatility string `json:"volatility"`       // "immutable", "stable" or "volatile"
+	Builtin    bool   `json:"builtin"`          // part of PostgreSQL itself
 	// Opaque functions have bodies the server cannot see into (plpgsql, C,
 	// a string SQL body): they may read any table.
-	Opaque     bool `json:"opaque,omitempty"`
+	Opaque bool `json:"opaque,omitempty"`
+	// PerSession: its value belongs to the session (it is in the
+	// Statement's PerSession).
 	PerSession bool `json:"per_session,omitempty"`
 }
 
 // Statement is what PostgreSQL says a statement calls and reads.
 type Statement struct {
+	// Functions are the functions it calls, one per schema and name (the
+	// most volatile overload's volatility), sorted.
 	Functions []Function `json:"functions"`
 	// Tables are the base relations the statement reads, views expanded
 	// (lower-case bare names, as epochs key them).

@@ -327,8 +327,8 @@ func SQLState(err error) string {
 // VersionQuery asks a parent's server whether it is PostgreSQL.
 const VersionQuery = `SELECT pg_catalog.current_setting('server_version_num'), pg_catalog.version()`
 
-// DetectTimeout bounds the question (and others a new connection is
-// asked once).
+// DetectTimeout bounds PostgresVersion's question of a connection of
+// another driver (and the other questions a new connection is asked once).
 const DetectTimeout = 5 * time.Second
 
 // PostgresVersion asks rc's server whether it is PostgreSQL and returns
