@@ -50,7 +50,7 @@ type scope struct {
 	proto   driver.Conn // a parent connection, for CheckNamedValue without a real one
 	probing chan struct{}
 
-	// postgres: the server is PostgreSQL (it said so: catalog.go), whatever
+	// postgres: the server is PostgreSQL (PostgresVersion said so), whatever
 	// the Go driver; its verdicts can be asked for. pgx: the parent is pgx
 	// v5's stdlib, which never calls runtime.Goexit.
 	postgres, pgx bool
