@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // fakeDriver is a scriptable parent driver: every query goes to onQuery,
@@ -58,8 +60,8 @@ func (c *fakeConn) exit() {
 func (c *fakeConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	c.enter()
 	defer c.exit()
-	if q == versionQuery {
-		// Not PostgreSQL: the question of catalog.go is answered as
+	if q == pgverdict.VersionQuery {
+		// Not PostgreSQL: the question of PostgresVersion is answered as
 		// another database would, and reaches no test's counters.
 		return nil, errors.New("fake: no such function current_setting")
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // Who a scope's connections are. A scope shares results between
@@ -176,19 +178,19 @@ func serverIdentity(ctx context.Context, rc driver.Conn, postgres bool) (id serv
 		return c.serverIdentity(ctx)
 	}
 	if postgres {
-		return driverIdentity(ctx, &driverCatalog{rc: rc})
+		return driverIdentity(ctx, pgverdict.OfDriver(rc))
 	}
 	return serverID{}, false, nil
 }
 
 // driverIdentity is pgxIdentity through another PostgreSQL driver.
-func driverIdentity(ctx context.Context, c *driverCatalog) (serverID, bool, error) {
+func driverIdentity(ctx context.Context, c pgverdict.Session) (serverID, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
 	defer cancel()
 	row, err := identityRow(ctx, c, identityQuery)
-	if err != nil && sqlState(err) != "" {
+	if err != nil && pgverdict.SQLState(err) != "" {
 		row, err = identityRow(ctx, c, identityQueryNoSystem)
-		if err != nil && sqlState(err) != "" {
+		if err != nil && pgverdict.SQLState(err) != "" {
 			return serverID{}, false, nil
 		}
 	}
@@ -198,8 +200,8 @@ func driverIdentity(ctx context.Context, c *driverCatalog) (serverID, bool, erro
 	return serverID{system: row[0], database: row[1], roles: row[2] + "\x00" + row[3]}, true, nil
 }
 
-func identityRow(ctx context.Context, c *driverCatalog, q string) ([]string, error) {
-	rows, err := c.query(ctx, q)
+func identityRow(ctx context.Context, c pgverdict.Session, q string) ([]string, error) {
+	rows, err := c.Query(ctx, q)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // The fate of a statement, decided in one place: scan → the server's
@@ -550,7 +551,7 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 	fx.write, fx.session = false, false
 	for _, fn := range v.sv.Functions {
 		switch {
-		case fn.Builtin && runsSQL(fn.Name):
+		case fn.Builtin && pgverdict.RunsSQL(fn.Name):
 			// query_to_xml('SELECT my_writer()', …)
 			fx.write, fx.session = true, true
 		case fn.Volatility != "volatile":

@@ -1,16 +1,12 @@
 package sqlflight
 
 import (
-	"context"
 	"database/sql/driver"
-	"errors"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // Row-level invalidation. A read whose statement reads one table only
@@ -25,31 +21,18 @@ import (
 // form per column type, so that an argument, a literal in the SQL text and
 // the change feed's text agree; only columns of a few types are ever tagged.
 
-// colClass is how a column's values are compared and put in canonical form.
-type colClass uint8
+// colClass is how a column's values are compared and put in canonical
+// form (pgverdict.ColClass).
+type colClass = pgverdict.ColClass
 
+// The column classes.
 const (
-	classNone colClass = iota // not taggable
-	classInt                  // int2, int4, int8: decimal
-	classText                 // text, varchar with a deterministic collation: the bytes
-	classUUID                 // uuid: lower-case 8-4-4-4-12
-	classBool                 // bool: "t" or "f"
+	classNone = pgverdict.ClassNone
+	classInt  = pgverdict.ClassInt
+	classText = pgverdict.ClassText
+	classUUID = pgverdict.ClassUUID
+	classBool = pgverdict.ClassBool
 )
-
-// classOfType is the class of a column or parameter of type oid.
-func classOfType(oid uint32) colClass {
-	switch oid {
-	case 20, 21, 23:
-		return classInt
-	case 25, 1043:
-		return classText
-	case 2950:
-		return classUUID
-	case 16:
-		return classBool
-	}
-	return classNone
-}
 
 const (
 	// maxReadTags bounds the tags of one read; a read with more is
@@ -116,175 +99,6 @@ func (rc *rowColumns) set(table string, cols map[string]colClass, gen uint64) {
 	rc.m[table] = cols
 }
 
-// columnsQuery describes the columns of every relation whose name folds to
-// $1 (epochs share one name over schemas and case): their type, whether they
-// are generated, whether their collation compares bytes, and the relation's
-// kind.
-const columnsQuery = `SELECT a.attname::text, a.atttypid::oid, a.attgenerated <> '',
-       COALESCE(co.collisdeterministic, true), c.relkind::text
-FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
-WHERE pg_catalog.lower(c.relname) = $1`
-
-// queryColumns returns the taggable columns of the tables named table (a
-// tableKey): a column is taggable when it has the same taggable class in
-// every plain or partitioned table of that name; a name that also names
-// another kind of relation (a view, a foreign table) has none.
-func queryColumns(ctx context.Context, conn catalogSession, table string) (map[string]colClass, error) {
-	rows, err := conn.query(ctx, columnsQuery, table)
-	if err != nil {
-		return nil, err
-	}
-	cols := map[string]colClass{}
-	conflict := map[string]bool{}
-	other := false
-	for _, row := range rows {
-		if len(row) != 5 || row[0] == nil || row[1] == nil || row[2] == nil || row[3] == nil || row[4] == nil {
-			return nil, errors.New("sqlflight: unexpected answer to the columns query")
-		}
-		name, kind := *row[0], *row[4]
-		t, err := strconv.ParseUint(*row[1], 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("sqlflight: column type %q: %w", *row[1], err)
-		}
-		typ := uint32(t)
-		generated, deterministic := *row[2] == "t", *row[3] == "t"
-		if kind != "r" && kind != "p" {
-			other = true
-		}
-		cl := classOfType(typ)
-		if generated || (cl == classText && !deterministic) {
-			cl = classNone
-		}
-		if old, ok := cols[name]; ok && old != cl {
-			conflict[name] = true
-		}
-		cols[name] = cl
-	}
-	out := map[string]colClass{}
-	if other {
-		return out, nil
-	}
-	for name, cl := range cols {
-		if cl != classNone && !conflict[name] {
-			out[name] = cl
-		}
-	}
-	return out, nil
-}
-
-// canonText puts s, a value in text form (a literal's, the feed's), in the
-// canonical form of class, or reports false.
-func canonText(class colClass, s string) (string, bool) {
-	switch class {
-	case classInt:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return "", false
-		}
-		return strconv.FormatInt(n, 10), true
-	case classText:
-		return s, true
-	case classUUID:
-		return canonUUID(s)
-	case classBool:
-		switch strings.ToLower(s) {
-		case "t", "true":
-			return "t", true
-		case "f", "false":
-			return "f", true
-		}
-	}
-	return "", false
-}
-
-// canonUUID accepts the forms PostgreSQL's uuid input does (upper or lower
-// case, hyphens between groups of four digits, braces) as far as they are
-// unambiguous, and returns the standard lower-case form.
-func canonUUID(s string) (string, bool) {
-	if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' {
-		s = s[1 : len(s)-1]
-	}
-	var hex [32]byte
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '-' && n > 0 && n%4 == 0 && i+1 < len(s) && s[i+1] != '-':
-			continue
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
-		case 'A' <= c && c <= 'F':
-			c += 'a' - 'A'
-		default:
-			return "", false
-		}
-		if n == 32 {
-			return "", false
-		}
-		hex[n] = c
-		n++
-	}
-	if n != 32 {
-		return "", false
-	}
-	h := string(hex[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], true
-}
-
-// canonArg puts an argument's value in the canonical form of class, or
-// reports false for a type whose encoding it does not know for sure.
-func canonArg(class colClass, v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return canonText(class, x)
-	case []byte:
-		if class == classUUID {
-			return "", false // sent as the 16 raw bytes
-		}
-		return canonText(class, string(x))
-	}
-	switch class {
-	case classInt:
-		switch x := v.(type) {
-		case int64:
-			return strconv.FormatInt(x, 10), true
-		case int:
-			return strconv.FormatInt(int64(x), 10), true
-		case int32:
-			return strconv.FormatInt(int64(x), 10), true
-		case int16:
-			return strconv.FormatInt(int64(x), 10), true
-		case int8:
-			return strconv.FormatInt(int64(x), 10), true
-		case uint32:
-			return strconv.FormatUint(uint64(x), 10), true
-		case uint16:
-			return strconv.FormatUint(uint64(x), 10), true
-		case uint8:
-			return strconv.FormatUint(uint64(x), 10), true
-		}
-	case classUUID:
-		if b, ok := v.([16]byte); ok {
-			const digits = "0123456789abcdef"
-			var h [32]byte
-			for i, c := range b {
-				h[2*i], h[2*i+1] = digits[c>>4], digits[c&15]
-			}
-			s := string(h[:])
-			return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32], true
-		}
-	case classBool:
-		if b, ok := v.(bool); ok {
-			if b {
-				return "t", true
-			}
-			return "f", true
-		}
-	}
-	return "", false
-}
-
 // operandValue returns the canonical value of op for class: null when it is
 // NULL (no row equals it), false when it cannot be known.
 func operandValue(class colClass, op sqlscan.Operand, args []driver.NamedValue) (val string, null, ok bool) {
@@ -300,22 +114,22 @@ func operandValue(class colClass, op sqlscan.Operand, args []driver.NamedValue) 
 		if v == nil {
 			return "", true, true
 		}
-		val, ok = canonArg(class, v)
+		val, ok = pgverdict.CanonArg(class, v)
 		return val, false, ok
 	case sqlscan.OpNumber:
 		if class != classInt {
 			return "", false, false
 		}
-		val, ok = canonText(class, op.Text)
+		val, ok = pgverdict.CanonText(class, op.Text)
 		return val, false, ok
 	case sqlscan.OpString:
-		val, ok = canonText(class, op.Text)
+		val, ok = pgverdict.CanonText(class, op.Text)
 		return val, false, ok
 	case sqlscan.OpBool:
 		if class != classBool {
 			return "", false, false
 		}
-		val, ok = canonText(class, op.Text)
+		val, ok = pgverdict.CanonText(class, op.Text)
 		return val, false, ok
 	}
 	return "", false, false
@@ -372,7 +186,7 @@ func newReadFilter(rf *sqlscan.RowFilter, table string, cols map[string]colClass
 		ok := true
 		for _, op := range c.Values {
 			if op.Kind == sqlscan.OpParam && (op.Param < 1 || op.Param > len(params) ||
-				classOfType(params[op.Param-1]) != class) {
+				pgverdict.ClassOfType(params[op.Param-1]) != class) {
 				ok = false
 			}
 		}
@@ -537,7 +351,7 @@ func (s *Shield) changeRows(ch change) (rowWrite, bool) {
 			if v == nil {
 				continue // NULL: equal to no value
 			}
-			cv, good := canonText(class, *v)
+			cv, good := pgverdict.CanonText(class, *v)
 			if !good {
 				ok = false
 				break

@@ -103,42 +103,6 @@ func TestEpochsRowBounds(t *testing.T) {
 	}
 }
 
-func TestCanonicalValues(t *testing.T) {
-	for _, c := range []struct {
-		class colClass
-		v     any
-		want  string
-		ok    bool
-	}{
-		{classInt, int64(5), "5", true},
-		{classInt, 5, "5", true},
-		{classInt, int32(-5), "-5", true},
-		{classInt, "5", "5", true},
-		{classInt, "+05", "5", true},
-		{classInt, " 5", "", false},
-		{classInt, 5.0, "", false},
-		{classInt, true, "", false},
-		{classText, "Ab ", "Ab ", true},
-		{classText, []byte("x"), "x", true},
-		{classText, int64(5), "", false},
-		{classUUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
-		{classUUID, "{a0eebc999c0b4ef8bb6d6bb9bd380a11}", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
-		{classUUID, [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11},
-			"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", true},
-		{classUUID, "a0eebc99", "", false},
-		{classUUID, []byte("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), "", false},
-		{classBool, true, "t", true},
-		{classBool, "false", "f", true},
-		{classBool, "yes", "", false},
-		{classNone, "5", "", false},
-	} {
-		got, ok := canonArg(c.class, c.v)
-		if got != c.want || ok != c.ok {
-			t.Errorf("canonArg(%d, %#v) = %q, %v; want %q, %v", c.class, c.v, got, ok, c.want, c.ok)
-		}
-	}
-}
-
 func TestReadFilterTags(t *testing.T) {
 	r := sqlscan.Parse(`SELECT * FROM items WHERE tenant_id = $1 AND id IN ($2, '7') AND price = $3`)
 	rf, table := readFilterOf(r, false)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // A scope is the set of connections that may share results: one DSN of a
@@ -48,7 +50,7 @@ type scope struct {
 	proto   driver.Conn // a parent connection, for CheckNamedValue without a real one
 	probing chan struct{}
 
-	// postgres: the server is PostgreSQL (it said so: catalog.go), whatever
+	// postgres: the server is PostgreSQL (PostgresVersion said so), whatever
 	// the Go driver; its verdicts can be asked for. pgx: the parent is pgx
 	// v5's stdlib, which never calls runtime.Goexit.
 	postgres, pgx bool
@@ -117,7 +119,7 @@ func (sc *scope) detect(ctx context.Context, rc driver.Conn) int32 {
 	if v := sc.pgVersion.Load(); v != 0 {
 		return v
 	}
-	v := int32(postgresVersion(ctx, rc))
+	v := int32(pgverdict.PostgresVersion(ctx, rc))
 	if v == 0 {
 		v = -1
 	}

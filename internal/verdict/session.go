@@ -1,4 +1,4 @@
-package sqlflight
+package verdict
 
 import (
 	"context"
@@ -15,47 +15,58 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// A catalog session runs sqlflight's own statements (the verdict probe,
-// write closures, column classes, the server's identity) on a real
-// connection of a PostgreSQL scope, whatever Go driver the parent is:
-// PostgreSQL is what the server says (postgresVersion), not a Go type.
-// pgx v5 connections are asked through pgx itself; any other parent
-// (lib/pq, pgx v4's stdlib, bun's pgdriver, …) through the database/sql
-// driver interfaces of its own connection.
-type catalogSession interface {
-	// exec runs one statement without arguments or results. It never
+// A Session runs sqlflight's own statements (the verdict probe, write
+// closures, column classes, the server's identity) on a real connection of
+// a PostgreSQL scope, whatever Go driver the parent is: PostgreSQL is what
+// the server says (PostgresVersion), not a Go type. pgx v5 connections are
+// asked through pgx itself; any other parent (lib/pq, pgx v4's stdlib,
+// bun's pgdriver, …) through the database/sql driver interfaces of its own
+// connection. A Session is used by one goroutine at a time, as its
+// connection is.
+type Session interface {
+	// Exec runs one statement without arguments or results. It never
 	// runs more than one statement, whatever q holds (the extended
 	// protocol): the probe's texts carry the application's SQL.
-	exec(ctx context.Context, q string) error
-	// query runs q with text arguments and returns its rows, each value
+	Exec(ctx context.Context, q string) error
+	// Query runs q with text arguments and returns its rows, each value
 	// in text form (booleans as "t"/"f"), nil for NULL. Array arguments
 	// are passed as text literals and cast by q ($1::text::text[]).
-	query(ctx context.Context, q string, args ...string) ([][]*string, error)
-	// paramTypes returns the OIDs and type names the server infers for
+	Query(ctx context.Context, q string, args ...string) ([][]*string, error)
+	// ParamTypes returns the OIDs and type names the server infers for
 	// the parameters of the statement q, without running it.
-	paramTypes(ctx context.Context, q string) ([]uint32, []string, error)
-	// clean reports whether the session is usable and outside any
+	ParamTypes(ctx context.Context, q string) ([]uint32, []string, error)
+	// Clean reports whether the session is usable and outside any
 	// transaction: a session that is not goes back to the pool broken.
-	clean() bool
+	Clean() bool
 }
 
-// catalogOf returns the catalog session of rc.
-func catalogOf(rc driver.Conn) catalogSession {
+// Of returns the catalog session of rc: through pgx itself when rc is a
+// pgx v5 connection (*stdlib.Conn), else through OfDriver.
+func Of(rc driver.Conn) Session {
 	if c, ok := rc.(*stdlib.Conn); ok {
 		return pgxCatalog{c.Conn()}
 	}
-	return &driverCatalog{rc: rc}
+	return OfDriver(rc)
 }
+
+// OfDriver returns the catalog session of rc through the database/sql
+// driver interfaces alone (QueryerContext, else Prepare and the
+// statement's Query or Exec), whatever driver rc belongs to. Its Clean is
+// false after a BEGIN without ROLLBACK or COMMIT, or after an error that
+// carries no SQLSTATE (or is driver.ErrBadConn).
+func OfDriver(rc driver.Conn) Session { return &driverCatalog{rc: rc} }
 
 // pgxCatalog is a catalog session over a pgx v5 connection.
 type pgxCatalog struct{ conn *pgx.Conn }
 
-func (c pgxCatalog) exec(ctx context.Context, q string) error {
+// Exec runs q through the extended protocol, without a prepared name.
+func (c pgxCatalog) Exec(ctx context.Context, q string) error {
 	_, err := c.conn.PgConn().ExecParams(ctx, q, nil, nil, nil, nil).Close()
 	return err
 }
 
-func (c pgxCatalog) query(ctx context.Context, q string, args ...string) ([][]*string, error) {
+// Query runs q as a statement cached on the connection (catalogMode).
+func (c pgxCatalog) Query(ctx context.Context, q string, args ...string) ([][]*string, error) {
 	a := make([]any, 0, len(args)+1)
 	a = append(a, catalogMode)
 	for _, s := range args {
@@ -77,7 +88,8 @@ func (c pgxCatalog) query(ctx context.Context, q string, args ...string) ([][]*s
 	return out, rows.Err()
 }
 
-func (c pgxCatalog) paramTypes(ctx context.Context, q string) ([]uint32, []string, error) {
+// ParamTypes prepares q unnamed and names the types the server infers.
+func (c pgxCatalog) ParamTypes(ctx context.Context, q string) ([]uint32, []string, error) {
 	sd, err := c.conn.PgConn().Prepare(ctx, "", q, nil)
 	if err != nil {
 		return nil, nil, err
@@ -85,13 +97,14 @@ func (c pgxCatalog) paramTypes(ctx context.Context, q string) ([]uint32, []strin
 	return paramTypeNames(ctx, c, sd.ParamOIDs)
 }
 
-func (c pgxCatalog) clean() bool {
+// Clean reports whether the connection is open and idle.
+func (c pgxCatalog) Clean() bool {
 	pc := c.conn.PgConn()
 	return !pc.IsClosed() && pc.TxStatus() == 'I'
 }
 
 // paramTypeNames names the parameter types oids for a function signature.
-func paramTypeNames(ctx context.Context, c catalogSession, oids []uint32) ([]uint32, []string, error) {
+func paramTypeNames(ctx context.Context, c Session, oids []uint32) ([]uint32, []string, error) {
 	if len(oids) == 0 {
 		return oids, nil, nil
 	}
@@ -99,7 +112,7 @@ func paramTypeNames(ctx context.Context, c catalogSession, oids []uint32) ([]uin
 	for i, o := range oids {
 		list[i] = strconv.FormatUint(uint64(o), 10)
 	}
-	rows, err := c.query(ctx, paramTypesQuery, "{"+strings.Join(list, ",")+"}")
+	rows, err := c.Query(ctx, paramTypesQuery, "{"+strings.Join(list, ",")+"}")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +142,8 @@ type driverCatalog struct {
 	dirty bool // an error that may have left the session unusable
 }
 
-func (c *driverCatalog) exec(ctx context.Context, q string) error {
+// Exec prepares q and executes it, and follows BEGIN, ROLLBACK and COMMIT.
+func (c *driverCatalog) Exec(ctx context.Context, q string) error {
 	// Always prepared: the extended protocol runs exactly one statement,
 	// where a simple query (lib/pq's Exec without arguments) runs them all.
 	st, err := prepareParent(ctx, c.rc, q)
@@ -154,7 +168,9 @@ func (c *driverCatalog) exec(ctx context.Context, q string) error {
 	return nil
 }
 
-func (c *driverCatalog) query(ctx context.Context, q string, args ...string) ([][]*string, error) {
+// Query runs q through QueryerContext, or a prepared statement when the
+// parent lacks it (or skips).
+func (c *driverCatalog) Query(ctx context.Context, q string, args ...string) ([][]*string, error) {
 	nv := make([]driver.NamedValue, len(args))
 	for i, s := range args {
 		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: s}
@@ -202,17 +218,18 @@ func (c *driverCatalog) query(ctx context.Context, q string, args ...string) ([]
 // protocol access tells a statement's parameter types.
 const paramsStatement = "sqlflight_probe_params"
 
-func (c *driverCatalog) paramTypes(ctx context.Context, q string) ([]uint32, []string, error) {
+// ParamTypes asks PREPARE and pg_prepared_statements.
+func (c *driverCatalog) ParamTypes(ctx context.Context, q string) ([]uint32, []string, error) {
 	// PREPARE infers the types as the protocol's Parse does; the catalog
 	// tells them. The statement is deallocated at once (PREPARE is not
 	// undone by a ROLLBACK).
-	if err := c.exec(ctx, "PREPARE "+paramsStatement+" AS "+q); err != nil {
+	if err := c.Exec(ctx, "PREPARE "+paramsStatement+" AS "+q); err != nil {
 		return nil, nil, err
 	}
-	rows, err := c.query(ctx, `SELECT u.t::pg_catalog.oid::pg_catalog.text, pg_catalog.format_type(u.t, NULL)
+	rows, err := c.Query(ctx, `SELECT u.t::pg_catalog.oid::pg_catalog.text, pg_catalog.format_type(u.t, NULL)
 FROM pg_catalog.pg_prepared_statements p, pg_catalog.unnest(p.parameter_types) WITH ORDINALITY AS u(t, i)
 WHERE p.name = '`+paramsStatement+`' ORDER BY u.i`)
-	if derr := c.exec(ctx, "DEALLOCATE "+paramsStatement); derr != nil && err == nil {
+	if derr := c.Exec(ctx, "DEALLOCATE "+paramsStatement); derr != nil && err == nil {
 		err = derr
 	}
 	if err != nil {
@@ -233,12 +250,14 @@ WHERE p.name = '`+paramsStatement+`' ORDER BY u.i`)
 	return oids, names, nil
 }
 
-func (c *driverCatalog) clean() bool { return !c.inTx && !c.dirty }
+// Clean reports whether no transaction is open and no error of the
+// parent's may have left the session unusable.
+func (c *driverCatalog) Clean() bool { return !c.inTx && !c.dirty }
 
 // fail notes an error of the parent's: one that is not the server's own
 // answer to a statement (no SQLSTATE) may have left the session unusable.
 func (c *driverCatalog) fail(err error) error {
-	if sqlState(err) == "" || errors.Is(err, driver.ErrBadConn) {
+	if SQLState(err) == "" || errors.Is(err, driver.ErrBadConn) {
 		c.dirty = true
 	}
 	return err
@@ -285,10 +304,11 @@ func textRow[V any](vals []V) []*string {
 	return out
 }
 
-// sqlState returns the SQLSTATE of a server error, whichever driver's
+// SQLState returns the SQLSTATE of a server error, whichever driver's
 // error type carries it (pgx v5 and v4, lib/pq: SQLState(); bun's
-// pgdriver: Field('C')), or "".
-func sqlState(err error) string {
+// pgdriver: Field('C')), anywhere in err's chain, or "" (nil, or an error
+// that is not the server's answer).
+func SQLState(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
@@ -304,18 +324,20 @@ func sqlState(err error) string {
 	return ""
 }
 
-// versionQuery asks a parent's server whether it is PostgreSQL.
-const versionQuery = `SELECT pg_catalog.current_setting('server_version_num'), pg_catalog.version()`
+// VersionQuery asks a parent's server whether it is PostgreSQL.
+const VersionQuery = `SELECT pg_catalog.current_setting('server_version_num'), pg_catalog.version()`
 
-// detectTimeout bounds the question.
-const detectTimeout = 5 * time.Second
+// DetectTimeout bounds PostgresVersion's question of a connection of
+// another driver (and the other questions a new connection is asked once).
+const DetectTimeout = 5 * time.Second
 
-// postgresVersion asks rc's server whether it is PostgreSQL and returns
+// PostgresVersion asks rc's server whether it is PostgreSQL and returns
 // its server_version_num, or 0 when it is not (or cannot tell). A pgx v5
-// connection knows from its startup; any other asks once (a server that is
-// not PostgreSQL answers the question with an error, which leaves its
-// session as it was).
-func postgresVersion(ctx context.Context, rc driver.Conn) int {
+// connection knows from its startup (and is PostgreSQL: at least 1 even
+// when its server reports no version); any other asks once, within
+// DetectTimeout (a server that is not PostgreSQL answers the question with
+// an error, which leaves its session as it was).
+func PostgresVersion(ctx context.Context, rc driver.Conn) int {
 	if c, ok := rc.(*stdlib.Conn); ok {
 		v, _ := strconv.Atoi(c.Conn().PgConn().ParameterStatus("server_version_num"))
 		if v == 0 {
@@ -324,9 +346,9 @@ func postgresVersion(ctx context.Context, rc driver.Conn) int {
 		}
 		return max(v, 1)
 	}
-	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
 	defer cancel()
-	rows, err := (&driverCatalog{rc: rc}).query(ctx, versionQuery)
+	rows, err := OfDriver(rc).Query(ctx, VersionQuery)
 	if err != nil || len(rows) != 1 || len(rows[0]) != 2 || rows[0][0] == nil || rows[0][1] == nil {
 		return 0
 	}
