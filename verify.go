@@ -293,7 +293,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	s.stats.probeDuration.observe(time.Since(start))
 	if errors.Is(err, pgverdict.ErrNoProbe) && !sc.textOnly.Swap(true) {
 		s.log.Warn("sqlflight: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege); this scope's verdicts are the scanner's alone",
-			"error", errorClass(errors.Unwrap(err)))
+			"error", errorClass(err))
 	}
 	if err != nil {
 		s.stats.probeFailures.Add(1)

@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +27,9 @@ func TestVerdictReadOnlyServerFallsBackToText(t *testing.T) {
 
 	dsn := withDSNParams(t, base, "default_transaction_read_only", "on")
 	ctx := testContext(t, testTimeout)
-	db, sh := openFlight(t, dsn, sqlflight.Options{Default: sqlflight.Policy{Soft: time.Minute}})
+	var logs lockedBuffer
+	db, sh := openFlight(t, dsn, sqlflight.Options{Default: sqlflight.Policy{Soft: time.Minute},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	q := fmt.Sprintf(`SELECT v FROM %s WHERE id = $1`, table)
 	for i := 0; i < 4; i++ {
 		var v int
@@ -46,4 +51,27 @@ func TestVerdictReadOnlyServerFallsBackToText(t *testing.T) {
 	if x.Verified || !strings.Contains(x.Provisional, "refuses the probe") || !x.Shared || !x.Cached {
 		t.Errorf("explain on a server that refuses the probe: %+v", x)
 	}
+	// The warning names the server's refusal by its SQLSTATE
+	// (read_only_sql_transaction).
+	if out := logs.String(); !strings.Contains(out, "refuses the probe") || !strings.Contains(out, "SQLSTATE 25006") {
+		t.Errorf("the refused probe's warning does not say why:\n%s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
