@@ -585,13 +585,13 @@ func (s *Shield) Stats() Stats {
 		c := &ts.stats
 		st.SharedState = ts.state()
 		st.SharedTrusted = ts.trustMessages
-		st.SharedTransitions = c.transitions.Load()
+		st.SharedTransitions = ts.st.Transitions()
 		st.SharedHits, st.SharedMisses = c.hits.Load(), c.misses.Load()
 		st.SharedWrites, st.SharedSuperseded = c.writes.Load(), c.superseded.Load()
-		st.SharedErrors, st.SharedDecodeErrors = c.errors.Load(), c.decodeErrors.Load()
+		st.SharedErrors, st.SharedDecodeErrors = ts.st.Errors(), c.decodeErrors.Load()
 		st.SharedSkipped = c.skippedPending.Load()
 		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.leases.Load(), c.leaseWaits.Load(), c.leaseExpired.Load()
-		st.InvalidationsSent, st.InvalidationsHeard = c.published.Load(), c.received.Load()
+		st.InvalidationsSent, st.InvalidationsHeard = ts.st.Published(), c.received.Load()
 		st.InvalidationResyncs = c.resyncs.Load()
 		st.SharedForged, st.InvalidationsRejected = c.forged.Load(), c.rejected.Load()
 	}

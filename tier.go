@@ -247,6 +247,3 @@ var ErrNoSharedSecret = errors.New("sqlflight: the shared tier needs a secret (O
 // SharedPreviousSecret) accepted, in bytes: 32 random bytes, hex- or
 // base64-encoded, are what to use.
 const MinSharedSecret = 16
-
-// errTierDown is what tier calls return while the tier's breaker is open.
-var errTierDown = errors.New("sqlflight: shared tier unavailable")

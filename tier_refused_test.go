@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // refusedTier is a memTier whose server refuses connections while
@@ -59,7 +61,7 @@ func TestRefusedTierGoesDownAtOnce(t *testing.T) {
 	}
 	// Back once it listens again.
 	mt.fail.Store(false)
-	mt.clock.Add(tierBackoffMax)
+	mt.clock.Add(shared.BackoffMax)
 	readN(t, f[0].db, ttlQuery, 100)
 	if st := f[0].s.Stats(); st.SharedState != "up" || st.SharedTransitions != 2 {
 		t.Fatalf("after the probe: %+v", st)

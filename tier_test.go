@@ -20,6 +20,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -459,7 +460,7 @@ func TestTierOutageIsInvisibleAndRecovers(t *testing.T) {
 			t.Fatal(n)
 		}
 	}
-	if st := f[0].s.Stats(); st.SharedState != "down" || st.SharedErrors != tierFailures || st.SharedTransitions != 1 {
+	if st := f[0].s.Stats(); st.SharedState != "down" || st.SharedErrors != shared.Failures || st.SharedTransitions != 1 {
 		t.Fatalf("%+v", st)
 	}
 	// A write while down is published when the tier is back.
@@ -846,7 +847,7 @@ func TestHungTierFailsNoCaller(t *testing.T) {
 			waitFor(t, "the tier down", func() bool { return s.Stats().SharedState == "down" })
 			// Callers without a deadline are answered too (from the database).
 			readN(t, db, ttlQuery, 100)
-			if st := s.Stats(); st.SharedErrors < tierFailures {
+			if st := s.Stats(); st.SharedErrors < shared.Failures {
 				t.Fatalf("%+v", st)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -195,11 +196,11 @@ func TestEpochsAreBounded(t *testing.T) {
 	}
 	tier := newMemTier(newFakeClock())
 	s := fleetOf(t, 1, tier, Options{})[0].s
-	many := make([]string, maxMessageTables+1)
+	many := make([]string, shared.MaxMessageTables+1)
 	for i := range many {
 		many[i] = fmt.Sprint("m", i)
 	}
-	for _, tables := range [][]string{many, {strings.Repeat("x", maxTableName+1)}} {
+	for _, tables := range [][]string{many, {strings.Repeat("x", shared.MaxTableName+1)}} {
 		inv := Invalidation{Tables: tables, Seq: 1 << 41, Source: "other"}
 		inv.Tag = s.tier.ring.MessageTag(s.tier.ns, inv.Seq, false, inv.Source, tables)
 		before := s.epochs.all.Load()
@@ -220,7 +221,7 @@ func TestOwnWritePublishesWithItsTag(t *testing.T) {
 	stop, _ := tier.Subscribe(f[0].s.tier.ns, func(inv Invalidation) { got = append(got, inv) })
 	defer stop()
 	f[0].s.Invalidate("items")
-	many := make([]string, maxMessageTables+1)
+	many := make([]string, shared.MaxMessageTables+1)
 	for i := range many {
 		many[i] = fmt.Sprint("m", i)
 	}
@@ -366,7 +367,7 @@ func TestRowMessages(t *testing.T) {
 	}
 
 	// Too many values: the table.
-	many := make([]string, maxMessagePins+1)
+	many := make([]string, shared.MaxMessagePins+1)
 	for i := range many {
 		many[i] = fmt.Sprint(1000 + i)
 	}
@@ -391,7 +392,7 @@ func TestRowMessages(t *testing.T) {
 		{[]RowPins{{Table: "it\x00ems", Columns: []string{"id"}, Values: [][]string{{"1"}}}}, true},
 	} {
 		inv := Invalidation{Rows: c.rows, Seq: tier.seq + 100, Source: "other"}
-		inv.Tag = s.tier.ring.MessageTagRows(s.tier.ns, inv.Seq, false, inv.Source, nil, rowsFlat(inv.Rows))
+		inv.Tag = s.tier.ring.MessageTagRows(s.tier.ns, inv.Seq, false, inv.Source, nil, shared.RowsFlat(inv.Rows))
 		at = s.epochs.now()
 		allBefore := s.epochs.all.Load()
 		s.onInvalidation(inv)

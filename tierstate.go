@@ -4,59 +4,30 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // tierState is a Shield's side of its shared tier: the namespace, the
-// timeouts, a breaker of its own, the invalidations waiting to be published
-// and the subscription that hears other instances' writes.
-//
-// The breaker: every call is bounded by Options.RedisTimeout; a call that
-// fails while its caller still waits counts as a failure (a caller that
-// left says nothing of the tier). tierFailures failures in a row take the
-// tier down: the Shield runs on L1 alone, with no error to any caller,
-// until a probe (one call let through after the back-off) succeeds and the
-// invalidations that could not be published meanwhile are. A refused
-// connection (nothing listens where the tier is) is a certain failure, not
-// a slow one: it takes the tier down at once.
+// timeouts, the breaker and the queue of invalidations waiting to be
+// published (package shared, whose door says when the tier is used, when
+// it is down and what is never lost), and the subscription that hears
+// other instances' writes.
 type tierState struct {
 	t        SharedTier
 	ns       string
 	timeout  time.Duration
 	leaseTTL time.Duration
 	source   string // this Shield's instance id, in what it publishes
-	clock    Clock
-	log      func(msg string, args ...any)
-
-	down atomic.Bool
-	mu   sync.Mutex // guards what follows
-	// failures in a row; when down, the back-off and whether a probe runs
-	failures  int
-	openUntil time.Time
-	downs     int
-	probing   bool
-	// Writes not yet known to the tier: being published (inflight) or
-	// whose publish failed (pending, by the generation of the latest such
-	// write, so that a flush forgets only what it published). "*" stands
-	// for every table.
-	inflight map[string]int
-	pending  map[string]uint64
-	gen      uint64
-	flushing atomic.Bool    // a background flush runs
-	retry    *time.Timer    // the next retry of a flush, while some wait
-	closed   atomic.Bool    // the Shield was closed: no more background work
-	bg       sync.WaitGroup // background flushes
+	st       *shared.State
 
 	stop func()
 
@@ -72,31 +43,14 @@ type tierState struct {
 	stats tierCounters
 }
 
+// tierCounters count what the Shield does with its tier; the calls'
+// errors, the transitions and the invalidations published are counted by
+// the tier's shared.State.
 type tierCounters struct {
 	hits, misses, writes, superseded, leases, leaseWaits, leaseExpired atomic.Uint64
-	errors, decodeErrors, published, received, resyncs, transitions    atomic.Uint64
+	decodeErrors, received, resyncs                                    atomic.Uint64
 	skippedPending, forged, rejected                                   atomic.Uint64
 }
-
-const (
-	tierFailures   = 3 // failures in a row that take the tier down
-	tierBackoffMin = 200 * time.Millisecond
-	tierBackoffMax = 2 * time.Second
-	maxPending     = 1024 // tables remembered for publishing; beyond, "all"
-	// An invalidation names at most maxMessageTables tables, each at most
-	// maxTableName bytes long and maxMessageNames together: a write to
-	// more, or to longer names, is published (and, received, applied) as a
-	// write to every table.
-	maxMessageTables = 256
-	maxTableName     = 255
-	// maxMessageNames bounds the bytes of an invalidation's names together,
-	// so that its message, whatever the bus's quoting (up to four bytes a
-	// byte), stays within what a subscriber reads (redistier: 64 KiB).
-	maxMessageNames = 8 << 10
-	// flushRetryInterval is how often invalidations that could not be
-	// published are tried again.
-	flushRetryInterval = 500 * time.Millisecond
-)
 
 // tierRing returns the keys of o's secrets, or an error wrapping
 // ErrNoSharedSecret (it never holds a secret). Without a secret and with
@@ -126,12 +80,14 @@ func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
 // insecureKeys seal the values of a tier trusted without a secret.
 var insecureKeys = seal.Derive([]byte("sqlflight: no secret, the tier is trusted"))
 
+// newTierState returns the state of a Shield's use of t, up, with the
+// keys of ring and o's namespace and timeouts; logWarn tells of the tier
+// going down and coming back.
 func newTierState(t SharedTier, o *Options, ring *seal.Ring, logWarn func(string, ...any)) *tierState {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	ts := &tierState{t: t, ns: o.KeyPrefix, timeout: o.RedisTimeout, leaseTTL: o.LeaseTTL,
-		source: hex.EncodeToString(id[:]), clock: o.Clock, log: logWarn, ring: ring,
-		inflight: map[string]int{}, pending: map[string]uint64{}}
+		source: hex.EncodeToString(id[:]), ring: ring}
 	if ts.ns == "" {
 		ts.ns = DefaultKeyPrefix
 	}
@@ -141,273 +97,57 @@ func newTierState(t SharedTier, o *Options, ring *seal.Ring, logWarn func(string
 	if ts.leaseTTL <= 0 {
 		ts.leaseTTL = DefaultLeaseTTL
 	}
+	ts.st = shared.New(shared.Config{
+		Timeout: ts.timeout,
+		Clock:   o.Clock,
+		Flush: func(ctx context.Context, all bool, tables []string) error {
+			return ts.send(ctx, all, tables, nil)
+		},
+		TableKey: tableKey,
+		Down: func(err error, retryIn time.Duration) {
+			logWarn("sqlflight: shared tier unavailable; running on the in-process cache alone",
+				"namespace", ts.ns, errAttr(err), "retry_in", retryIn)
+		},
+		Up: func() { logWarn("sqlflight: shared tier is back", "namespace", ts.ns) },
+	})
 	return ts
 }
 
-// call runs f on the tier unless the tier is down, and returns within
-// Options.RedisTimeout even if f does not honour its context (f then goes
-// on in its goroutine and its late answer is dropped). The verdict on the
-// tier is the whole call's, whether or not its caller still waits: a caller
-// whose deadline is near waits at most half of what is left of it (then
-// gets errTierSlow, so that it has time to query the database), while the
-// call runs on to its own timeout and tells the breaker how it went. A
-// panic in the tier is an error of the tier.
+// call runs f on the tier unless the tier is down (then it returns
+// shared.ErrDown), within Options.RedisTimeout, and tells the breaker how
+// it went: see shared.State.Call (a caller whose deadline is near gets
+// errTierSlow instead of waiting).
 func (ts *tierState) call(ctx context.Context, f func(context.Context) error) error {
-	probe, ok := ts.allow()
-	if !ok {
-		return errTierDown
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ts.timeout)
-	var once sync.Once
-	verdict := func(err error) { once.Do(func() { ts.record(probe, err) }) }
-	timedOut := fmt.Errorf("%w: the shared tier did not answer within %v", context.DeadlineExceeded, ts.timeout)
-	stop := context.AfterFunc(cctx, func() { verdict(timedOut) })
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("sqlflight: shared tier panicked: %v", r)
-			}
-			if stop() { // answered before the timeout
-				verdict(err)
-			}
-			done <- err
-			cancel()
-		}()
-		err = f(cctx)
-	}()
-	var capped <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
-		if half := time.Until(dl) / 2; half < ts.timeout {
-			t := time.NewTimer(max(half, 0))
-			defer t.Stop()
-			capped = t.C
-		}
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-cctx.Done():
-		select {
-		case err := <-done:
-			return err
-		default:
-		}
-		verdict(timedOut)
-		return timedOut
-	case <-capped:
-		return errTierSlow
-	}
+	return ts.st.Call(ctx, f)
 }
 
 // errTierSlow is what a call returns to a caller who could not wait for it.
-var errTierSlow = errors.New("sqlflight: the shared tier is slower than the caller's deadline allows")
-
-// allow reports whether a call may go to the tier, and whether it is the
-// probe of a tier that is down.
-func (ts *tierState) allow() (probe, ok bool) {
-	if !ts.down.Load() {
-		return false, true
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if !ts.down.Load() {
-		return false, true
-	}
-	if ts.probing || ts.clock.Now().Before(ts.openUntil) {
-		return false, false
-	}
-	ts.probing = true
-	return true, true
-}
-
-// record tells the breaker how a call went.
-func (ts *tierState) record(probe bool, err error) {
-	if err != nil {
-		ts.stats.errors.Add(1)
-	}
-	ts.mu.Lock()
-	if err == nil {
-		ts.failures = 0
-		pend := len(ts.pending) > 0
-		back := probe && ts.down.Load()
-		if probe {
-			ts.probing = false
-		}
-		if back {
-			ts.down.Store(false)
-			ts.downs = 0
-			ts.stats.transitions.Add(1)
-		}
-		ts.mu.Unlock()
-		if back {
-			ts.log("sqlflight: shared tier is back", "namespace", ts.ns)
-		}
-		if pend {
-			ts.kick() // publish what waited (this process's reads of it leave the tier alone meanwhile)
-		}
-		return
-	}
-	ts.failures++
-	if probe || (!ts.down.Load() && (ts.failures >= tierFailures || refused(err))) {
-		was := ts.down.Load()
-		ts.probing = false
-		ts.downs++
-		wait := min(tierBackoffMin<<min(ts.downs-1, 8), tierBackoffMax)
-		ts.openUntil = ts.clock.Now().Add(wait)
-		ts.down.Store(true)
-		if !was {
-			ts.stats.transitions.Add(1)
-			ts.mu.Unlock()
-			ts.log("sqlflight: shared tier unavailable; running on the in-process cache alone",
-				"namespace", ts.ns, errAttr(err), "retry_in", wait)
-			return
-		}
-	}
-	ts.mu.Unlock()
-}
-
-// refused reports whether err is a refused connection: nothing listens
-// where the tier is, and waiting for more failures would only make more
-// callers pay for them.
-func refused(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// kick publishes the invalidations that wait, in the background, once at a
-// time.
-func (ts *tierState) kick() {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.closed.Load() || !ts.flushing.CompareAndSwap(false, true) {
-		return
-	}
-	ts.bg.Add(1) // under mu, which close takes to set closed
-	go func() {
-		defer ts.bg.Done()
-		defer ts.flushing.Store(false)
-		_ = ts.call(context.Background(), ts.flushCtx)
-	}()
-}
-
-// retryLater makes sure that invalidations waiting for the tier are tried
-// again even if this process makes no other call to it: every
-// flushRetryInterval until none waits.
-func (ts *tierState) retryLater() {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.retry != nil || ts.closed.Load() {
-		return
-	}
-	ts.retry = time.AfterFunc(flushRetryInterval, func() {
-		ts.mu.Lock()
-		ts.retry = nil
-		pend := len(ts.pending) > 0
-		ts.mu.Unlock()
-		if !pend || ts.closed.Load() {
-			return
-		}
-		if ts.usable() {
-			ts.kick()
-		}
-		ts.retryLater()
-	})
-}
+var errTierSlow = shared.ErrSlow
 
 // close stops the retries; calls in flight end on their own timeouts.
-func (ts *tierState) close() {
-	ts.mu.Lock()
-	ts.closed.Store(true)
-	if ts.retry != nil {
-		ts.retry.Stop()
-		ts.retry = nil
-	}
-	ts.mu.Unlock()
-	ts.bg.Wait()
-}
+func (ts *tierState) close() { ts.st.Close() }
 
 // begin marks a write's tables (nil: every table) as not yet known to the
-// tier, before the write's local epochs move: from then until end, reads of
-// them leave the tier alone (it may hold results older than the write that
-// it cannot yet tell apart).
-func (ts *tierState) begin(tables []string) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if tables == nil {
-		ts.inflight["*"]++
-		return
-	}
-	for _, t := range tables {
-		ts.inflight[t]++
-	}
-}
+// tier, before the write's local epochs move: from then until publish,
+// reads of them leave the tier alone (it may hold results older than the
+// write that it cannot yet tell apart).
+func (ts *tierState) begin(tables []string) { ts.st.Begin(tables) }
 
 // publish tells the fleet about w, a write whose tables begin marked
 // (nil: every table), or remembers its tables for when the tier is back (a
 // write published late is published as a write to its tables as a whole),
 // then ends the mark.
 func (ts *tierState) publish(tables []string, w write) {
-	err := ts.call(context.Background(), func(ctx context.Context) error {
+	ts.st.Publish(tables, func(ctx context.Context) error {
 		if tables == nil {
 			return ts.send(ctx, true, nil, nil)
 		}
 		return ts.send(ctx, false, epochKeys(w.tables, true), fleetRows(w.rows))
 	})
-	if err != nil {
-		defer ts.retryLater() // runs after the deferred Unlock below
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if err == nil {
-		ts.stats.published.Add(1)
-	} else {
-		ts.gen++
-		if tables == nil || len(ts.pending)+len(tables) > maxPending {
-			clear(ts.pending)
-			ts.pending["*"] = ts.gen
-		} else {
-			for _, t := range tables {
-				ts.pending[t] = ts.gen
-			}
-		}
-	}
-	if tables == nil {
-		tables = []string{"*"}
-	}
-	for _, t := range tables {
-		if ts.inflight[t]--; ts.inflight[t] <= 0 {
-			delete(ts.inflight, t)
-		}
-	}
 }
 
 // flushCtx publishes the invalidations that waited for the tier.
-func (ts *tierState) flushCtx(ctx context.Context) error {
-	ts.mu.Lock()
-	sent := maps.Clone(ts.pending)
-	ts.mu.Unlock()
-	if len(sent) == 0 {
-		return nil
-	}
-	var tables []string // nil: every table
-	_, all := sent["*"]
-	if !all {
-		tables = slices.Sorted(maps.Keys(sent))
-	}
-	if err := ts.send(ctx, all, tables, nil); err != nil {
-		return err
-	}
-	ts.stats.published.Add(1)
-	ts.mu.Lock()
-	for t, g := range sent {
-		if ts.pending[t] == g { // not failed again since
-			delete(ts.pending, t)
-		}
-	}
-	ts.mu.Unlock()
-	return nil
-}
+func (ts *tierState) flushCtx(ctx context.Context) error { return ts.st.Flush(ctx) }
 
 // send publishes a write to tables as a whole (to every table, when all;
 // too many tables, or a name too long, count as every table) and to the
@@ -417,8 +157,8 @@ func (ts *tierState) flushCtx(ctx context.Context) error {
 // number becomes this instance's floor of what it wrote.
 func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows []RowPins) error {
 	if !all {
-		tables, rows = boundRows(tables, rows)
-		if !boundedTables(tables) {
+		tables, rows = shared.BoundRows(tables, rows)
+		if !shared.BoundedTables(tables) {
 			all, tables, rows = true, nil, nil
 		}
 	} else {
@@ -429,26 +169,11 @@ func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows [
 		return err
 	}
 	inv := Invalidation{Tables: tables, Rows: rows, All: all, Seq: seq, Source: ts.source}
-	inv.Tag = ts.ring.MessageTagRows(ts.ns, seq, inv.All, inv.Source, inv.Tables, rowsFlat(inv.Rows))
+	inv.Tag = ts.ring.MessageTagRows(ts.ns, seq, inv.All, inv.Source, inv.Tables, shared.RowsFlat(inv.Rows))
 	// Raised first: from now on, no value older than the write is taken,
 	// whatever Redis says of its epochs.
 	ts.floor.raiseRows(tables, all, localRows(rows), seq)
 	return ts.t.Publish(ctx, ts.ns, inv)
-}
-
-// boundedTables reports whether an invalidation may name tables one by one.
-func boundedTables(tables []string) bool {
-	if len(tables) > maxMessageTables {
-		return false
-	}
-	n := 0
-	for _, t := range tables {
-		if len(t) > maxTableName || strings.IndexByte(t, 0) >= 0 {
-			return false // a NUL separates a table from its rows in epoch names
-		}
-		n += len(t)
-	}
-	return n <= maxMessageNames
 }
 
 // fleetFloor keeps the highest fleet epochs this instance knows of (its
@@ -580,12 +305,6 @@ func (e *epochs) raiseTagAbove(k string, n uint64) {
 	e.raiseTag(k, n)
 }
 
-// Bounds of the row writes of one invalidation: at most maxMessagePins
-// values in all, their names (tables, columns, values) counted with the
-// tables' against maxMessageNames. A row write past them is published (and,
-// received, applied) as a write to its table.
-const maxMessagePins = 256
-
 // fleetRows returns the row writes of rws as an invalidation carries them:
 // a row write without pins is a write to its table (Table alone).
 func fleetRows(rws []rowWrite) []RowPins {
@@ -604,61 +323,7 @@ func fleetRows(rws []rowWrite) []RowPins {
 	return out
 }
 
-// boundRows returns tables and rows within the bounds of one invalidation:
-// a row write that is not well formed (no column, columns not sorted and
-// distinct, a NUL in a name, a table name too long), or past the bounds
-// (see maxMessagePins), moves its table to tables. Rows are kept in order
-// while they fit.
-func boundRows(tables []string, rows []RowPins) ([]string, []RowPins) {
-	if len(rows) == 0 {
-		return tables, nil
-	}
-	n := 0
-	for _, t := range tables {
-		n += len(t)
-	}
-	pins := 0
-	var kept []RowPins
-	var whole []string
-	for _, rp := range rows {
-		size, vals, ok := rowSize(rp)
-		if !ok || pins+vals > maxMessagePins || n+size+len(rp.Table) > maxMessageNames {
-			whole = append(whole, rp.Table)
-			n += len(rp.Table)
-			continue
-		}
-		pins += vals
-		n += size
-		kept = append(kept, rp)
-	}
-	if len(whole) > 0 {
-		tables = append(slices.Clip(tables), whole...)
-	}
-	return tables, kept
-}
-
-// rowSize returns the bytes of rp's names and the number of its values,
-// and whether it is well formed.
-func rowSize(rp RowPins) (size, vals int, ok bool) {
-	if len(rp.Columns) == 0 || len(rp.Values) != len(rp.Columns) || len(rp.Table) > maxTableName ||
-		strings.IndexByte(rp.Table, 0) >= 0 {
-		return 0, 0, false
-	}
-	size = len(rp.Table)
-	for i, c := range rp.Columns {
-		if c == "" || strings.IndexByte(c, 0) >= 0 || (i > 0 && rp.Columns[i-1] >= c) {
-			return 0, 0, false
-		}
-		size += len(c)
-		for _, v := range rp.Values[i] {
-			size += len(v)
-		}
-		vals += len(rp.Values[i])
-	}
-	return size, vals, true
-}
-
-// localRows returns the row writes of rows (well formed: see boundRows)
+// localRows returns the row writes of rows (well formed: see shared.BoundRows)
 // for the epochs.
 func localRows(rows []RowPins) []rowWrite {
 	if len(rows) == 0 {
@@ -671,28 +336,6 @@ func localRows(rows []RowPins) []rowWrite {
 			rw.pins[c] = slices.Clip(rp.Values[i])
 		}
 		out = append(out, rw)
-	}
-	return out
-}
-
-// rowsFlat is the canonical form of rows that an invalidation's MAC
-// covers: for each, its table, its number of columns, and for each column
-// its name, its number of values and the values.
-func rowsFlat(rows []RowPins) []string {
-	if len(rows) == 0 {
-		return nil
-	}
-	var out []string
-	for _, rp := range rows {
-		out = append(out, rp.Table, strconv.Itoa(len(rp.Columns)))
-		for i, c := range rp.Columns {
-			var vals []string
-			if i < len(rp.Values) {
-				vals = rp.Values[i]
-			}
-			out = append(out, c, strconv.Itoa(len(vals)))
-			out = append(out, vals...)
-		}
 	}
 	return out
 }
@@ -727,41 +370,14 @@ func sharedEpochNames(tables []string, rows *rowDeps) []string {
 
 // blocked reports whether a write to one of tables (to any table, when not
 // known) is not yet known to the tier.
-func (ts *tierState) blocked(tables []string, known bool) bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if len(ts.pending) == 0 && len(ts.inflight) == 0 {
-		return false
-	}
-	if !known || ts.pending["*"] > 0 || ts.inflight["*"] > 0 {
-		return true
-	}
-	for _, t := range tables {
-		k := tableKey(t)
-		if ts.pending[k] > 0 || ts.inflight[k] > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (ts *tierState) blocked(tables []string, known bool) bool { return ts.st.Blocked(tables, known) }
 
 // usable reports whether the tier may be called: it is up, or down but
 // due for a probe.
-func (ts *tierState) usable() bool {
-	if !ts.down.Load() {
-		return true
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return !ts.probing && !ts.clock.Now().Before(ts.openUntil)
-}
+func (ts *tierState) usable() bool { return ts.st.Usable() }
 
-func (ts *tierState) state() string {
-	if ts.down.Load() {
-		return "down"
-	}
-	return "up"
-}
+// state is the tier's Stats.SharedState: "up" or "down".
+func (ts *tierState) state() string { return ts.st.Status() }
 
 // onInvalidation applies a write another instance published. A message
 // that did not parse, or whose MAC fails, is counted and ignored: it is
@@ -775,7 +391,7 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 		s.epochs.bump(nil, false)
 		ts.stats.resyncs.Add(1)
 	case inv.Malformed ||
-		!ts.trustMessages && !ts.ring.CheckMessageRows(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables, rowsFlat(inv.Rows)):
+		!ts.trustMessages && !ts.ring.CheckMessageRows(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables, shared.RowsFlat(inv.Rows)):
 		ts.stats.rejected.Add(1)
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
@@ -784,8 +400,8 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 		if !all {
 			// A row write past the bounds counts as a write to its table
 			// (one whose table is past them, as a write to every table).
-			tables, rows = boundRows(tables, rows)
-			all = !boundedTables(tables)
+			tables, rows = shared.BoundRows(tables, rows)
+			all = !shared.BoundedTables(tables)
 		}
 		var local []rowWrite
 		if all {
