@@ -58,7 +58,7 @@ type entry struct {
 // store's index (measured: about 75 bytes).
 const entryOverhead = 656
 
-func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
+func (e *entry) cost() int64 { return int64(len(e.key)) + e.res.Bytes + entryOverhead }
 
 // store is the in-process L1: results on ristretto, cost in estimated bytes,
 // and empty results in a second, smaller store of their own. ristretto

@@ -511,7 +511,7 @@ func TestIndexFollowsTheStore(t *testing.T) {
 	now := s.opts.Clock.Now()
 	const keys = 5000
 	for i := range keys {
-		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{Bytes: 100}, last: now.Add(time.Hour)}
 		st.put(e, now)
 		if i%97 == 0 && st.peek(e.key) != e {
 			t.Fatalf("entry %d not visible right after its put", i)
@@ -531,7 +531,7 @@ func TestIndexFollowsTheStore(t *testing.T) {
 	for i := range keys {
 		k := fmt.Sprintf("key %d", i)
 		if e := st.peek(k); e != nil {
-			newer := &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
+			newer := &entry{key: k, res: &result{Bytes: 100}, last: now.Add(time.Hour)}
 			st.put(newer, now)
 			st.drop(e)
 			if st.peek(k) != newer {
@@ -558,8 +558,8 @@ func TestPutTwiceBeforeTheStoreApplies(t *testing.T) {
 	second := make([]*entry, keys)
 	for i := range keys {
 		k := fmt.Sprintf("key %d", i)
-		st.put(&entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}, now)
-		second[i] = &entry{key: k, res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		st.put(&entry{key: k, res: &result{Bytes: 100}, last: now.Add(time.Hour)}, now)
+		second[i] = &entry{key: k, res: &result{Bytes: 100}, last: now.Add(time.Hour)}
 		st.put(second[i], now)
 	}
 	st.wait()
@@ -615,7 +615,7 @@ func TestPutsReachRistrettoInBatches(t *testing.T) {
 	st.batchDelay = time.Hour // only a full batch, Stats or wait hand it over
 	now := s.opts.Clock.Now()
 	put := func(i int) *entry {
-		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{bytes: 100}, last: now.Add(time.Hour)}
+		e := &entry{key: fmt.Sprintf("key %d", i), res: &result{Bytes: 100}, last: now.Add(time.Hour)}
 		if !st.put(e, now) {
 			t.Fatalf("put %d refused", i)
 		}

@@ -557,11 +557,11 @@ func (st *stmtStats) origin(took time.Duration, res *result, err error) {
 	}
 	if res != nil {
 		n := 0
-		for i := range res.sets {
-			n += res.sets[i].n
+		for i := range res.Sets {
+			n += res.Sets[i].N
 		}
 		st.rows.Add(uint64(n))
-		st.bytes.Add(uint64(res.bytes))
+		st.bytes.Add(uint64(res.Bytes))
 	}
 }
 
