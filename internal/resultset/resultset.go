@@ -7,14 +7,15 @@
 // called again (pgx does), so every []byte is copied into memory of the
 // Result's own; strings, numbers, booleans and times are immutable and kept
 // as they are. A value of a type outside driver.Value may hold references a
-// copy cannot see, so a result holding one is never complete.
+// copy cannot see, so Materialize never returns a whole result holding one.
 //
 // Materialize stops as soon as the rows read exceed Limits (more rows in all
-// result sets, or an estimate of more bytes, than allowed) or a value cannot
-// be copied safely: it then returns what it read as a prefix and leaves the
-// rows open, positioned after the last row read, for a single caller to go
-// on reading. A read error fails the whole result: nothing partial is
-// returned beside an error.
+// result sets than Limits.Rows, or an estimate of more bytes than
+// Limits.Bytes: 96 a column, wire.Size a value) or a value cannot be copied
+// safely: it then returns what it read as a prefix and leaves the rows open,
+// positioned after the last row read, for a single caller to go on reading;
+// a prefix is not for sharing. A read error fails the whole result: nothing
+// partial is returned beside an error.
 //
 // A Result that Materialize returned whole is immutable: nothing in this
 // package writes to it again, and it is safe for concurrent readers as long
