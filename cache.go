@@ -56,7 +56,7 @@ const entryOverhead = 656
 
 // Cost is what e is charged in the store: its key, its rows and
 // entryOverhead.
-func (e *entry) Cost() int64 { return int64(len(e.key)) + e.res.bytes + entryOverhead }
+func (e *entry) Cost() int64 { return int64(len(e.key)) + e.res.Bytes + entryOverhead }
 
 // Key returns the full key e is stored under.
 func (e *entry) Key() string { return e.key }

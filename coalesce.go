@@ -535,12 +535,12 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 // limitsOf returns the bounds of a shareable result under pol: its
 // maxrows= and maxbytes=, else the Shield's MaxResultRows and MaxResultBytes.
 func (s *Shield) limitsOf(pol Policy) limits {
-	lim := limits{rows: pol.MaxRows, bytes: pol.MaxBytes}
-	if lim.rows <= 0 {
-		lim.rows = s.opts.MaxResultRows
+	lim := limits{Rows: pol.MaxRows, Bytes: pol.MaxBytes}
+	if lim.Rows <= 0 {
+		lim.Rows = s.opts.MaxResultRows
 	}
-	if lim.bytes <= 0 {
-		lim.bytes = s.opts.MaxResultBytes
+	if lim.Bytes <= 0 {
+		lim.Bytes = s.opts.MaxResultBytes
 	}
 	return lim
 }
@@ -711,7 +711,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 		return nil
 	}
 	now := s.opts.Clock.Now()
-	e := &entry{key: rd.key, res: res, empty: res.empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
+	e := &entry{key: rd.key, res: res, empty: res.Empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
 		known: rd.known, version: rd.version}
 	e.jitter = fresh.Draw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
@@ -745,7 +745,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 		f.notShared = true
 		s.stats.tooLarge.Add(1)
 		s.tooLarge.add(f.key, f.lim, time.Now(), tooLargeMemory)
-		h := mirrorRows(handoff, handoff.res.mask)
+		h := mirrorRows(handoff, handoff.res.Mask)
 		if f.leaderLeft {
 			orphan = h
 		} else {

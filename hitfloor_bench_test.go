@@ -260,7 +260,7 @@ func (c replayConnector) Driver() driver.Driver                        { return 
 // be no closer to the floor than this.
 func BenchmarkHitWrapperFloor(b *testing.B) {
 	const query = "/* sqlflight: ttl=1h */ " + pointQuery
-	res, _, err := materialize(oneRow(int64(1)), limits{rows: 10, bytes: 1 << 20})
+	res, _, err := materialize(oneRow(int64(1)), limits{Rows: 10, Bytes: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func TestMirrorsSqlmock(t *testing.T) {
 // interfaces (Go 1.27's RowsColumnScanner, read by a Go 1.26 build) replays
 // with the interfaces this build knows, instead of panicking.
 func TestReplayUnknownMaskBits(t *testing.T) {
-	r := newReplay(&result{mask: 0xffff, sets: []resultSet{{names: []string{"a"}, cols: make([]column, 1)}}})
+	r := newReplay(&result{Mask: 0xffff, Sets: []resultSet{{Names: []string{"a"}, Cols: make([]column, 1)}}})
 	sameFaces(t, "replay of every bit", rowsFacesList, rowsImpl(&replay{}), r)
 }
 

@@ -2,10 +2,10 @@ package sqlflight
 
 import (
 	"database/sql/driver"
-	"github.com/sqlflight/sqlflight/internal/wire"
 	"io"
 	"reflect"
-	"time"
+
+	"github.com/sqlflight/sqlflight/internal/resultset"
 )
 
 // rowsCommon is every Rows method a wrapper may be asked for under any Go
@@ -37,142 +37,27 @@ type (
 	}
 )
 
-// column is what the parent rows said of one column, for every
-// ColumnType* interface they implement.
-type column struct {
-	scanType         reflect.Type
-	dbType           string
-	length           int64
-	lengthOK         bool
-	nullable, nullOK bool
-	precision, scale int64
-	precisionScaleOK bool
-}
-
-// resultSet is one materialized result set: values row-major.
-type resultSet struct {
-	names []string
-	cols  []column
-	vals  []driver.Value
-	n     int // rows (a result may have rows of no column)
-}
-
-func (rs *resultSet) rows() int { return rs.n }
-
-// result is an immutable materialized result: every result set, the shape of
-// the parent rows, and an estimate of its size in memory.
-type result struct {
-	sets  []resultSet
-	mask  uint16
-	bytes int64
-}
-
-// empty reports whether the result has no row in any result set.
-func (r *result) empty() bool {
-	for i := range r.sets {
-		if r.sets[i].n > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-type limits struct {
-	rows  int
-	bytes int64
-}
+// The recorded result and its bounds are internal/resultset's; the root
+// keeps its names for them.
+type (
+	column    = resultset.Column
+	resultSet = resultset.Set
+	result    = resultset.Result
+	limits    = resultset.Limits
+)
 
 // materialize reads rows to the end, deep-copying every value, and closes
-// them. If the result turns out larger than lim, or holds a value it cannot
-// copy safely, it stops and returns handoff: rows that replay what was read
-// and then go on reading the parent, for the leader alone. A read error
-// fails the whole result: nothing partial is ever shared.
+// them (resultset.Materialize), recording the interfaces a replay of the
+// result claims. If the result turns out larger than lim, or holds a value
+// it cannot copy safely, it stops and returns handoff: rows that replay what
+// was read and then go on reading the parent, for the leader alone. A read
+// error fails the whole result: nothing partial is ever shared.
 func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, err error) {
-	res = &result{mask: shareMask(rows, mirrorRowsMask(rows))}
-	total := 0
-	for {
-		rs := captureColumns(rows, res.mask)
-		res.bytes += int64(len(rs.names)) * 96 // name, column metadata
-		dest := make([]driver.Value, len(rs.names))
-		for {
-			err := rows.Next(dest)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				_ = rows.Close()
-				return nil, nil, err
-			}
-			total++
-			shareable := true
-			for i, v := range dest {
-				var n int64
-				dest[i], n, shareable = copyValue(v, shareable)
-				res.bytes += n
-			}
-			rs.vals = append(rs.vals, dest...)
-			rs.n++
-			if !shareable || total > lim.rows || res.bytes > lim.bytes {
-				res.sets = append(res.sets, rs)
-				return nil, &replay{res: res, tail: rows}, nil
-			}
-		}
-		res.sets = append(res.sets, rs)
-		nrs, ok := rows.(driver.RowsNextResultSet)
-		if !ok || !nrs.HasNextResultSet() {
-			break
-		}
-		if err := nrs.NextResultSet(); err == io.EOF {
-			break
-		} else if err != nil {
-			_ = rows.Close()
-			return nil, nil, err
-		}
+	res, prefix, err := resultset.Materialize(rows, shareMask(rows, mirrorRowsMask(rows)), lim)
+	if prefix {
+		return nil, &replay{res: res, cur: resultset.NewCursor(res), tail: rows}, nil
 	}
-	if err := rows.Close(); err != nil {
-		return nil, nil, err
-	}
-	return res, nil, nil
-}
-
-func captureColumns(rows driver.Rows, mask uint16) resultSet {
-	names := rows.Columns()
-	rs := resultSet{names: append([]string(nil), names...), cols: make([]column, len(names))}
-	for i := range rs.cols {
-		c := &rs.cols[i]
-		if mask&rowsScanType != 0 {
-			c.scanType = rows.(driver.RowsColumnTypeScanType).ColumnTypeScanType(i)
-		}
-		if mask&rowsDatabaseTypeName != 0 {
-			c.dbType = rows.(driver.RowsColumnTypeDatabaseTypeName).ColumnTypeDatabaseTypeName(i)
-		}
-		if mask&rowsLength != 0 {
-			c.length, c.lengthOK = rows.(driver.RowsColumnTypeLength).ColumnTypeLength(i)
-		}
-		if mask&rowsNullable != 0 {
-			c.nullable, c.nullOK = rows.(driver.RowsColumnTypeNullable).ColumnTypeNullable(i)
-		}
-		if mask&rowsPrecisionScale != 0 {
-			c.precision, c.scale, c.precisionScaleOK = rows.(driver.RowsColumnTypePrecisionScale).ColumnTypePrecisionScale(i)
-		}
-	}
-	return rs
-}
-
-// copyValue returns a copy of v that shares no memory with the driver, its
-// estimated size, and whether v may be shared: values of types outside
-// driver.Value may hold references the copy cannot see.
-func copyValue(v driver.Value, shareable bool) (driver.Value, int64, bool) {
-	switch v := v.(type) {
-	case nil, int64, float64, bool, string, time.Time:
-		return v, wire.Size(v), shareable
-	case []byte:
-		if v == nil {
-			return v, wire.Size(v), shareable
-		}
-		return append(make([]byte, 0, len(v)), v...), wire.Size(v), shareable
-	}
-	return v, wire.Size(nil), false
+	return res, nil, err
 }
 
 // replay is one caller's cursor over a shared result. If tail is set, the
@@ -181,8 +66,7 @@ func copyValue(v driver.Value, shareable bool) (driver.Value, int64, bool) {
 // result set, replay only delegates (onParent).
 type replay struct {
 	res      *result
-	set      int
-	pos      int // next row of res.sets[set]
+	cur      resultset.Cursor // over res
 	tail     driver.Rows
 	onParent bool
 	// rowOnTail: the current row came from tail's NextRow (Go 1.27).
@@ -196,22 +80,20 @@ var _ rowsImpl = (*replay)(nil)
 func newReplay(res *result) driver.Rows {
 	// A result from the shared tier may come from a build that knows
 	// interfaces this one does not.
-	return mirrorRows(&replay{res: res}, res.mask&mirrorRowsAll)
+	return mirrorRows(&replay{res: res, cur: resultset.NewCursor(res)}, res.Mask&mirrorRowsAll)
 }
-
-func (r *replay) cur() *resultSet { return &r.res.sets[r.set] }
 
 // onTail reports whether the buffered rows are used up and the parent rows
 // take over.
 func (r *replay) onTail() bool {
-	return r.onParent || (r.tail != nil && r.set == len(r.res.sets)-1 && r.pos >= r.cur().rows())
+	return r.onParent || (r.tail != nil && r.cur.AtEnd())
 }
 
 func (r *replay) Columns() []string {
 	if r.onParent {
 		return r.tail.Columns()
 	}
-	return r.cur().names
+	return r.cur.Columns()
 }
 
 // Next copies the next row into dest. Every []byte is a fresh copy, so a
@@ -223,20 +105,7 @@ func (r *replay) Next(dest []driver.Value) error {
 	if r.onTail() {
 		return r.tail.Next(dest)
 	}
-	rs := r.cur()
-	if r.pos >= rs.rows() {
-		return io.EOF
-	}
-	n := len(rs.names)
-	row := rs.vals[r.pos*n : (r.pos+1)*n]
-	for i, v := range row {
-		if b, ok := v.([]byte); ok && b != nil {
-			v = append(make([]byte, 0, len(b)), b...)
-		}
-		dest[i] = v
-	}
-	r.pos++
-	return nil
+	return r.cur.Next(dest)
 }
 
 func (r *replay) Close() error {
@@ -255,61 +124,56 @@ func (r *replay) Close() error {
 }
 
 func (r *replay) HasNextResultSet() bool {
-	if r.tail != nil && r.set == len(r.res.sets)-1 {
+	if r.tail != nil && r.cur.OnLastSet() {
 		return r.tail.(driver.RowsNextResultSet).HasNextResultSet()
 	}
-	return r.set < len(r.res.sets)-1
+	return r.cur.HasNextResultSet()
 }
 
 func (r *replay) NextResultSet() error {
-	if r.tail != nil && r.set == len(r.res.sets)-1 {
+	if r.tail != nil && r.cur.OnLastSet() {
 		r.onParent = true
 		return r.tail.(driver.RowsNextResultSet).NextResultSet()
 	}
-	if r.set >= len(r.res.sets)-1 {
-		return io.EOF
-	}
-	r.set++
-	r.pos = 0
-	return nil
+	return r.cur.NextResultSet()
 }
 
 func (r *replay) ColumnTypeScanType(i int) reflect.Type {
 	if r.onParent {
 		return r.tail.(driver.RowsColumnTypeScanType).ColumnTypeScanType(i)
 	}
-	return r.cur().cols[i].scanType
+	return r.cur.Column(i).ScanType
 }
 
 func (r *replay) ColumnTypeDatabaseTypeName(i int) string {
 	if r.onParent {
 		return r.tail.(driver.RowsColumnTypeDatabaseTypeName).ColumnTypeDatabaseTypeName(i)
 	}
-	return r.cur().cols[i].dbType
+	return r.cur.Column(i).DBType
 }
 
 func (r *replay) ColumnTypeLength(i int) (int64, bool) {
 	if r.onParent {
 		return r.tail.(driver.RowsColumnTypeLength).ColumnTypeLength(i)
 	}
-	c := &r.cur().cols[i]
-	return c.length, c.lengthOK
+	c := r.cur.Column(i)
+	return c.Length, c.LengthOK
 }
 
 func (r *replay) ColumnTypeNullable(i int) (bool, bool) {
 	if r.onParent {
 		return r.tail.(driver.RowsColumnTypeNullable).ColumnTypeNullable(i)
 	}
-	c := &r.cur().cols[i]
-	return c.nullable, c.nullOK
+	c := r.cur.Column(i)
+	return c.Nullable, c.NullOK
 }
 
 func (r *replay) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
 	if r.onParent {
 		return r.tail.(driver.RowsColumnTypePrecisionScale).ColumnTypePrecisionScale(i)
 	}
-	c := &r.cur().cols[i]
-	return c.precision, c.scale, c.precisionScaleOK
+	c := r.cur.Column(i)
+	return c.Precision, c.Scale, c.PrecisionScaleOK
 }
 
 // passRows wraps the parent's rows of a statement that went straight to the

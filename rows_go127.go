@@ -62,11 +62,7 @@ func (r *replay) NextRow() error {
 		return r.tail.(driver.RowsColumnScanner).NextRow()
 	}
 	r.rowOnTail = false
-	if r.pos >= r.cur().rows() {
-		return io.EOF
-	}
-	r.pos++
-	return nil
+	return r.cur.NextRow()
 }
 
 // errNoRow is returned by ScanColumn before NextRow or after the last row.
@@ -81,18 +77,13 @@ func (r *replay) ScanColumn(scanCtx driver.ScanContext, index int, dest any) err
 	if r.rowOnTail {
 		return r.tail.(driver.RowsColumnScanner).ScanColumn(scanCtx, index, dest)
 	}
-	rs := r.cur()
-	if r.closed || r.pos == 0 || r.pos > rs.rows() {
+	if r.closed || !r.cur.HasRow() {
 		return errNoRow
 	}
-	if index < 0 || index >= len(rs.names) {
+	if index < 0 || index >= len(r.cur.Columns()) {
 		return errors.New("sqlflight: ScanColumn index out of range")
 	}
-	v := rs.vals[(r.pos-1)*len(rs.names)+index]
-	if b, ok := v.([]byte); ok && b != nil {
-		v = append(make([]byte, 0, len(b)), b...)
-	}
-	return pgxScanColumn(scanCtx, rs.cols[index].dbType, v, dest)
+	return pgxScanColumn(scanCtx, r.cur.Column(index).DBType, r.cur.Value(index), dest)
 }
 
 // pgxTypes holds pgx's default type maps; a Map is not safe for concurrent

@@ -814,5 +814,5 @@ func (m *tooLargeMemo) add(key string, lim limits, now time.Time, ttl time.Durat
 // sharing at now: its result exceeded limits at least as large.
 func (m *tooLargeMemo) skips(key string, lim limits, now time.Time) bool {
 	was, ok := m.get(key, now)
-	return ok && lim.rows <= was.rows && lim.bytes <= was.bytes
+	return ok && lim.Rows <= was.Rows && lim.Bytes <= was.Bytes
 }

@@ -193,10 +193,10 @@ func originOf(st *stmtStats, took time.Duration, res *result, err error) {
 	var rows, bytes uint64
 	if res != nil {
 		n := 0
-		for i := range res.sets {
-			n += res.sets[i].n
+		for i := range res.Sets {
+			n += res.Sets[i].N
 		}
-		rows, bytes = uint64(n), uint64(res.bytes)
+		rows, bytes = uint64(n), uint64(res.Bytes)
 	}
 	st.Origin(took, rows, bytes, err != nil)
 }

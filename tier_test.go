@@ -930,8 +930,8 @@ func TestConnectorsShareOnlyUnderTheirOwnName(t *testing.T) {
 // and what decodes has consistent deadlines and result shapes.
 func FuzzDecodeShared(f *testing.F) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	res := &result{sets: []resultSet{{names: []string{"id", "label"}, cols: make([]column, 2),
-		vals: []driver.Value{int64(1), "a", nil, []byte("b")}, n: 2}}}
+	res := &result{Sets: []resultSet{{Names: []string{"id", "label"}, Cols: make([]column, 2),
+		Vals: []driver.Value{int64(1), "a", nil, []byte("b")}, N: 2}}}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: time.Millisecond}
 	body, err := encodeShared(e)
 	if err != nil {
@@ -953,9 +953,9 @@ func FuzzDecodeShared(f *testing.F) {
 		if e.soft.After(e.hard) || e.hard.After(e.last) {
 			t.Fatalf("deadlines out of order: %v %v %v", e.soft, e.hard, e.last)
 		}
-		for _, rs := range e.res.sets {
-			if len(rs.vals) != rs.n*len(rs.names) || len(rs.cols) != len(rs.names) {
-				t.Fatalf("inconsistent set: %d values, %d rows, %d columns", len(rs.vals), rs.n, len(rs.names))
+		for _, rs := range e.res.Sets {
+			if len(rs.Vals) != rs.N*len(rs.Names) || len(rs.Cols) != len(rs.Names) {
+				t.Fatalf("inconsistent set: %d values, %d rows, %d columns", len(rs.Vals), rs.N, len(rs.Names))
 			}
 		}
 	})
@@ -963,13 +963,13 @@ func FuzzDecodeShared(f *testing.F) {
 
 func TestSharedEncodingRoundTrips(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 123, time.FixedZone("X", 3600))
-	res := &result{mask: 0x1f, sets: []resultSet{
-		{names: []string{"id", "label", "at"}, cols: []column{
-			{scanType: reflect.TypeFor[int64](), dbType: "INT8", nullable: true, nullOK: true},
-			{scanType: reflect.TypeFor[string](), dbType: "TEXT", length: 10, lengthOK: true},
-			{scanType: reflect.TypeFor[time.Time](), dbType: "TIMESTAMPTZ", precision: 6, scale: 0, precisionScaleOK: true},
-		}, vals: []driver.Value{int64(-1), "a\x00b", now, nil, "", now.UTC()}, n: 2},
-		{names: []string{"b"}, cols: []column{{scanType: reflect.TypeFor[[]byte]()}}, vals: []driver.Value{[]byte{}}, n: 1},
+	res := &result{Mask: 0x1f, Sets: []resultSet{
+		{Names: []string{"id", "label", "at"}, Cols: []column{
+			{ScanType: reflect.TypeFor[int64](), DBType: "INT8", Nullable: true, NullOK: true},
+			{ScanType: reflect.TypeFor[string](), DBType: "TEXT", Length: 10, LengthOK: true},
+			{ScanType: reflect.TypeFor[time.Time](), DBType: "TIMESTAMPTZ", Precision: 6, Scale: 0, PrecisionScaleOK: true},
+		}, Vals: []driver.Value{int64(-1), "a\x00b", now, nil, "", now.UTC()}, N: 2},
+		{Names: []string{"b"}, Cols: []column{{ScanType: reflect.TypeFor[[]byte]()}}, Vals: []driver.Value{[]byte{}}, N: 1},
 	}}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: 3 * time.Millisecond}
 	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret))}
@@ -985,24 +985,24 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 	if !got.filled.Equal(e.filled) || !got.soft.Equal(e.soft) || !got.hard.Equal(e.hard) || !got.last.Equal(e.last) || got.delta != e.delta {
 		t.Fatalf("deadlines: %+v", got)
 	}
-	if got.res.mask != res.mask || len(got.res.sets) != 2 {
+	if got.res.Mask != res.Mask || len(got.res.Sets) != 2 {
 		t.Fatalf("%+v", got.res)
 	}
-	for i := range res.sets {
-		w, g := res.sets[i], got.res.sets[i]
-		if !reflect.DeepEqual(w.names, g.names) || !reflect.DeepEqual(w.cols, g.cols) || w.n != g.n {
+	for i := range res.Sets {
+		w, g := res.Sets[i], got.res.Sets[i]
+		if !reflect.DeepEqual(w.Names, g.Names) || !reflect.DeepEqual(w.Cols, g.Cols) || w.N != g.N {
 			t.Fatalf("set %d: %+v != %+v", i, g, w)
 		}
-		for j := range w.vals {
-			if wt, ok := w.vals[j].(time.Time); ok {
-				gt, ok := g.vals[j].(time.Time)
+		for j := range w.Vals {
+			if wt, ok := w.Vals[j].(time.Time); ok {
+				gt, ok := g.Vals[j].(time.Time)
 				if !ok || !gt.Equal(wt) || gt.Location().String() != wt.Location().String() {
-					t.Fatalf("value %d: %v != %v", j, g.vals[j], wt)
+					t.Fatalf("value %d: %v != %v", j, g.Vals[j], wt)
 				}
 				continue
 			}
-			if !reflect.DeepEqual(w.vals[j], g.vals[j]) {
-				t.Fatalf("value %d: %#v != %#v", j, g.vals[j], w.vals[j])
+			if !reflect.DeepEqual(w.Vals[j], g.Vals[j]) {
+				t.Fatalf("value %d: %#v != %#v", j, g.Vals[j], w.Vals[j])
 			}
 		}
 	}
@@ -1026,7 +1026,7 @@ func TestSharedEncodingRoundTrips(t *testing.T) {
 	}
 	// A scan type this process does not know makes the value a miss.
 	type private struct{ x int }
-	res.sets[1].cols[0].scanType = reflect.TypeFor[private]()
+	res.Sets[1].Cols[0].ScanType = reflect.TypeFor[private]()
 	b, err = encodeShared(e)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
@@ -281,13 +282,13 @@ func TestDeadlinesAreTheReaders(t *testing.T) {
 // the decoding), for a ten-row result: "plain" is the encoding alone.
 func BenchmarkSharedEnvelope(b *testing.B) {
 	now := time.Now()
-	res := &result{sets: []resultSet{{names: []string{"id", "v", "label"}, cols: make([]column, 3), n: 10}}}
+	res := &result{Sets: []resultSet{{Names: []string{"id", "v", "label"}, Cols: make([]column, 3), N: 10}}}
 	for i := range 10 {
-		res.sets[0].vals = append(res.sets[0].vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
+		res.Sets[0].Vals = append(res.Sets[0].Vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
 	}
-	for _, v := range res.sets[0].vals {
-		_, n, _ := copyValue(v, true)
-		res.bytes += n
+	for _, v := range res.Sets[0].Vals {
+		_, n, _ := resultset.CopyValue(v, true)
+		res.Bytes += n
 	}
 	e := &entry{res: res, filled: now, soft: now.Add(time.Minute), hard: now.Add(time.Hour), last: now.Add(time.Hour)}
 	const ns, key, version = "sqlflight:", "0123456789abcdef0123456789abcdef", 1 << 50

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/heaptest"
+	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
@@ -21,26 +22,26 @@ import (
 func typicalEntry(n int) *entry {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rs := resultSet{
-		names: []string{"id", "email", "balance", "active", "created_at", "avatar"},
-		cols: []column{
-			{scanType: reflect.TypeFor[int64](), dbType: "INT8", nullOK: true},
-			{scanType: reflect.TypeFor[string](), dbType: "TEXT", nullable: true, nullOK: true},
-			{scanType: reflect.TypeFor[float64](), dbType: "NUMERIC", precision: 12, scale: 2, precisionScaleOK: true},
-			{scanType: reflect.TypeFor[bool](), dbType: "BOOL"},
-			{scanType: reflect.TypeFor[time.Time](), dbType: "TIMESTAMPTZ"},
-			{scanType: reflect.TypeFor[[]byte](), dbType: "BYTEA", length: 1 << 20, lengthOK: true},
+		Names: []string{"id", "email", "balance", "active", "created_at", "avatar"},
+		Cols: []column{
+			{ScanType: reflect.TypeFor[int64](), DBType: "INT8", NullOK: true},
+			{ScanType: reflect.TypeFor[string](), DBType: "TEXT", Nullable: true, NullOK: true},
+			{ScanType: reflect.TypeFor[float64](), DBType: "NUMERIC", Precision: 12, Scale: 2, PrecisionScaleOK: true},
+			{ScanType: reflect.TypeFor[bool](), DBType: "BOOL"},
+			{ScanType: reflect.TypeFor[time.Time](), DBType: "TIMESTAMPTZ"},
+			{ScanType: reflect.TypeFor[[]byte](), DBType: "BYTEA", Length: 1 << 20, LengthOK: true},
 		},
-		n: n,
+		N: n,
 	}
 	for i := range n {
 		var avatar driver.Value
 		if i%3 != 0 {
 			avatar = make([]byte, 64)
 		}
-		rs.vals = append(rs.vals, int64(100000+i), fmt.Sprintf("user%02d@example.com", i), float64(i)*12.34,
+		rs.Vals = append(rs.Vals, int64(100000+i), fmt.Sprintf("user%02d@example.com", i), float64(i)*12.34,
 			i%2 == 0, now.Add(time.Duration(i)*time.Hour), avatar)
 	}
-	res := &result{mask: 0x1f, sets: []resultSet{rs}}
+	res := &result{Mask: 0x1f, Sets: []resultSet{rs}}
 	return &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute),
 		last: now.Add(2 * time.Minute), delta: time.Millisecond}
 }
@@ -83,9 +84,9 @@ func sharedBody(t testing.TB, e *entry) []byte {
 func sharedValueOf(t testing.TB, w []byte) []byte {
 	t.Helper()
 	e := typicalEntry(0)
-	e.res.sets = nil
+	e.res.Sets = nil
 	good := sharedBody(t, e)
-	empty, err := wire.Encode(nil, &wire.Result{Mask: e.res.mask})
+	empty, err := wire.Encode(nil, &wire.Result{Mask: e.res.Mask})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestOpenSharedRefusesLongValuesFirst(t *testing.T) {
 	}
 	// A value near the limits, encrypted, is read.
 	e := typicalEntry(1)
-	e.res.sets[0].vals[5] = make([]byte, 1<<20-4096)
+	e.res.Sets[0].Vals[5] = make([]byte, 1<<20-4096)
 	body := sharedBody(t, e)
 	ring.Encrypt = true
 	sealed := ring.SealValue(append(make([]byte, seal.Prefix), body...), "ns:", "k", 1)
@@ -201,8 +202,8 @@ func TestOpenSharedRefusesLongValuesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("value of %d bytes: %v", len(sealed), err)
 	}
-	if got.res.bytes > lim.MaxBytes {
-		t.Fatalf("%d bytes read under a limit of %d", got.res.bytes, lim.MaxBytes)
+	if got.res.Bytes > lim.MaxBytes {
+		t.Fatalf("%d bytes read under a limit of %d", got.res.Bytes, lim.MaxBytes)
 	}
 }
 
@@ -212,7 +213,7 @@ func TestDecodeSharedPolicyLimits(t *testing.T) {
 	s := New(Options{MaxResultRows: 100, MaxResultBytes: 1 << 20})
 	v := sharedBody(t, typicalEntry(10))
 	big := typicalEntry(1)
-	big.res.sets[0].vals[5] = make([]byte, 200<<10)
+	big.res.Sets[0].Vals[5] = make([]byte, 200<<10)
 	vbig := sharedBody(t, big)
 	for _, c := range []struct {
 		pol      Policy
@@ -238,7 +239,7 @@ func TestDecodeSharedPolicyLimits(t *testing.T) {
 // cache's own bookkeeping are entryOverhead's).
 func TestDecodeSharedCost(t *testing.T) {
 	many := typicalEntry(0)
-	many.res.sets = make([]resultSet, 1000)
+	many.res.Sets = make([]resultSet, 1000)
 	wide := typicalEntry(500)
 	for _, c := range []struct {
 		name string
@@ -257,7 +258,7 @@ func TestDecodeSharedCost(t *testing.T) {
 				}
 				return e
 			}) - float64(reflect.TypeFor[entry]().Size()+reflect.TypeFor[result]().Size())
-			if est = float64(e.res.bytes); est >= 0.75*real && est <= 1.25*real {
+			if est = float64(e.res.Bytes); est >= 0.75*real && est <= 1.25*real {
 				break
 			}
 		}
@@ -286,7 +287,7 @@ func TestResultsWithinTheLimitDecode(t *testing.T) {
 			for n := int64(0); ; {
 				r := row(len(rows))
 				for _, v := range r {
-					_, sz, _ := copyValue(v, true)
+					_, sz, _ := resultset.CopyValue(v, true)
 					n += sz
 				}
 				if n > limit-int64(len(r))*96 {
@@ -298,7 +299,7 @@ func TestResultsWithinTheLimitDecode(t *testing.T) {
 			for i := range cols {
 				cols[i] = fmt.Sprintf("c%d", i)
 			}
-			res, handoff, err := materialize(&fakeRows{cols: cols, rows: rows}, limits{rows: 1 << 30, bytes: limit})
+			res, handoff, err := materialize(&fakeRows{cols: cols, rows: rows}, limits{Rows: 1 << 30, Bytes: limit})
 			if err != nil || handoff != nil {
 				t.Fatalf("the origin refused %d rows: %v", len(rows), err)
 			}
@@ -309,7 +310,7 @@ func TestResultsWithinTheLimitDecode(t *testing.T) {
 				t.Fatalf("unlimited: %v", err)
 			}
 			if _, err := decodeShared(sharedBody(t, e), s.decodeLimits(Policy{MaxBytes: limit})); err != nil {
-				t.Fatalf("%d rows the origin accepted (%d bytes counted) refused from the tier: %v", len(rows), res.bytes, err)
+				t.Fatalf("%d rows the origin accepted (%d bytes counted) refused from the tier: %v", len(rows), res.Bytes, err)
 			}
 		})
 	}

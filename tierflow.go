@@ -337,7 +337,7 @@ const sharedFormat = 2
 // room in front for SealValue.
 func encodeShared(e *entry) ([]byte, error) {
 	w := toWire(e.res)
-	b := make([]byte, seal.Prefix, seal.Prefix+48+e.res.bytes)
+	b := make([]byte, seal.Prefix, seal.Prefix+48+e.res.Bytes)
 	b = append(b, sharedFormat)
 	b = binary.AppendVarint(b, e.filled.UnixNano())
 	b = binary.AppendUvarint(b, uint64(e.soft.Sub(e.filled)))
@@ -423,7 +423,7 @@ func decodeShared(b []byte, lim wire.Limits) (*entry, error) {
 		return nil, err
 	}
 	at := time.Unix(0, filled)
-	e := &entry{res: res, empty: res.empty(), filled: at, delta: time.Duration(d[3]),
+	e := &entry{res: res, empty: res.Empty(), filled: at, delta: time.Duration(d[3]),
 		soft: at.Add(time.Duration(d[0])), hard: at.Add(time.Duration(d[1])), last: at.Add(time.Duration(d[2]))}
 	return e, nil
 }
@@ -451,25 +451,25 @@ func init() {
 var errUnknownScanType = errors.New("sqlflight: unknown scan type in a shared value")
 
 func toWire(res *result) *wire.Result {
-	w := &wire.Result{Mask: res.mask, Sets: make([]wire.Set, len(res.sets))}
-	for i := range res.sets {
-		rs := &res.sets[i]
+	w := &wire.Result{Mask: res.Mask, Sets: make([]wire.Set, len(res.Sets))}
+	for i := range res.Sets {
+		rs := &res.Sets[i]
 		ws := &w.Sets[i]
-		ws.Rows, ws.Values = rs.n, rs.vals
-		ws.Columns = make([]wire.Column, len(rs.names))
-		for j, name := range rs.names {
-			c := &rs.cols[j]
+		ws.Rows, ws.Values = rs.N, rs.Vals
+		ws.Columns = make([]wire.Column, len(rs.Names))
+		for j, name := range rs.Names {
+			c := &rs.Cols[j]
 			wc := &ws.Columns[j]
-			wc.Name, wc.DatabaseType = name, c.dbType
-			if c.scanType != nil {
-				wc.ScanType = key.TypeName(c.scanType)
+			wc.Name, wc.DatabaseType = name, c.DBType
+			if c.ScanType != nil {
+				wc.ScanType = key.TypeName(c.ScanType)
 				if _, ok := scanTypes.Load(wc.ScanType); !ok {
-					scanTypes.Store(wc.ScanType, c.scanType)
+					scanTypes.Store(wc.ScanType, c.ScanType)
 				}
 			}
-			wc.Length, wc.HasLength = c.length, c.lengthOK
-			wc.Nullable, wc.HasNullable = c.nullable, c.nullOK
-			wc.Precision, wc.Scale, wc.HasPrecisionScale = c.precision, c.scale, c.precisionScaleOK
+			wc.Length, wc.HasLength = c.Length, c.LengthOK
+			wc.Nullable, wc.HasNullable = c.Nullable, c.NullOK
+			wc.Precision, wc.Scale, wc.HasPrecisionScale = c.Precision, c.Scale, c.PrecisionScaleOK
 		}
 	}
 	return w
@@ -486,29 +486,29 @@ var (
 // less the wire's sets, columns and scan type names, which are dropped, plus
 // its own sets and columns.
 func fromWire(w *wire.Result) (*result, error) {
-	res := &result{mask: w.Mask, sets: make([]resultSet, len(w.Sets)), bytes: w.Bytes}
+	res := &result{Mask: w.Mask, Sets: make([]resultSet, len(w.Sets)), Bytes: w.Bytes}
 	for i := range w.Sets {
 		ws := &w.Sets[i]
-		rs := &res.sets[i]
-		rs.n, rs.vals = ws.Rows, ws.Values
-		rs.names = make([]string, len(ws.Columns))
-		rs.cols = make([]column, len(ws.Columns))
-		res.bytes += setBytes - wire.SetBytes + int64(len(ws.Columns))*(columnBytes-wire.ColumnBytes)
+		rs := &res.Sets[i]
+		rs.N, rs.Vals = ws.Rows, ws.Values
+		rs.Names = make([]string, len(ws.Columns))
+		rs.Cols = make([]column, len(ws.Columns))
+		res.Bytes += setBytes - wire.SetBytes + int64(len(ws.Columns))*(columnBytes-wire.ColumnBytes)
 		for j := range ws.Columns {
 			wc := &ws.Columns[j]
-			c := &rs.cols[j]
-			rs.names[j], c.dbType = wc.Name, wc.DatabaseType
+			c := &rs.Cols[j]
+			rs.Names[j], c.DBType = wc.Name, wc.DatabaseType
 			if wc.ScanType != "" {
 				t, ok := scanTypes.Load(wc.ScanType)
 				if !ok {
 					return nil, errUnknownScanType
 				}
-				c.scanType = t.(reflect.Type)
-				res.bytes -= wire.ContentBytes(len(wc.ScanType))
+				c.ScanType = t.(reflect.Type)
+				res.Bytes -= wire.ContentBytes(len(wc.ScanType))
 			}
-			c.length, c.lengthOK = wc.Length, wc.HasLength
-			c.nullable, c.nullOK = wc.Nullable, wc.HasNullable
-			c.precision, c.scale, c.precisionScaleOK = wc.Precision, wc.Scale, wc.HasPrecisionScale
+			c.Length, c.LengthOK = wc.Length, wc.HasLength
+			c.Nullable, c.NullOK = wc.Nullable, wc.HasNullable
+			c.Precision, c.Scale, c.PrecisionScaleOK = wc.Precision, wc.Scale, wc.HasPrecisionScale
 		}
 	}
 	return res, nil
