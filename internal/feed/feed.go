@@ -25,10 +25,28 @@
 // ErrUnavailable (Reason tells its words), and never holds a password or
 // data of the database.
 //
-// What it does not do: it keeps no state across streams (what happened
-// between two streams is unknown; the caller resyncs), takes no lease,
-// counts nothing, and never decides what a change invalidates. It never
-// creates a publication, and installs no trigger by itself.
+// Feed is the lifecycle of one feed, over a Host (the cache it feeds, which
+// also runs the streams): Start waits for the first stream (30 s at most);
+// a stream that fails is opened again after a back-off (100 ms doubling to
+// 5 s, jittered); in a fleet (Config.Fleet) the feed streams only while it
+// holds the lease the Host takes through the shared tier, renewed every
+// third of its TTL, and is Standby while another instance holds it.
+// PauseIfIdle, Ensure and Stop pause, resume and end it. Its state is
+// Starting, Current, Lagging (over a second behind the server), Down or
+// Standby; each change is logged. A Group is a set of feeds and their
+// counters.
+//
+// Guarantees of a Feed: every stream after its first, and every stream in
+// a fleet, resyncs (Host.Bump) once established, before it applies
+// anything; no stream runs after Stop, or after PauseIfIdle until Ensure;
+// a stream in a fleet runs only while the lease is held, and ends before
+// the lease may have run out when it cannot be renewed.
+//
+// What it does not do: a source keeps no state across streams (what
+// happened between two streams is unknown; the Feed resyncs), takes no
+// lease and counts nothing; nothing here decides what a change
+// invalidates (the Host's Apply does). It never creates a publication, and
+// installs no trigger by itself.
 package feed
 
 import (
