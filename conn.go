@@ -288,7 +288,7 @@ func (c *conn) Close() error {
 	if last {
 		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
 		if f := c.sc.feed.Load(); f != nil {
-			go f.pauseIfIdle() // nor its feed (the next Connect resumes it)
+			go f.PauseIfIdle() // nor its feed (the next Connect resumes it)
 		}
 	}
 	switch {

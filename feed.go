@@ -5,12 +5,9 @@ import (
 	"crypto/sha256"
 	"database/sql/driver"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"math/rand/v2"
+	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,60 +82,28 @@ const (
 // password or data of the database.
 var ErrFeedUnavailable = feed.ErrUnavailable
 
-// Feed states (Stats.FeedState).
-const (
-	feedStarting = "starting" // opening its connection, or waiting to open it again
-	feedCurrent  = "current"  // streaming, caught up
-	feedLagging  = "lagging"  // streaming, more than feedLagLimit behind
-	feedDown     = "down"     // failed; tried again after a back-off
-	feedStandby  = "standby"  // another instance of the fleet holds it
-)
-
-const (
-	// feedLagLimit is how far behind the server a streaming feed may be
-	// before its state is "lagging".
-	feedLagLimit = time.Second
-	// feedStartTimeout bounds the first establishment of a feed, which the
-	// first Connect of its scope waits for (along with its context).
-	feedStartTimeout = 30 * time.Second
-	// The back-off between attempts to open a feed that failed.
-	feedBackoffMin = 100 * time.Millisecond
-	feedBackoffMax = 5 * time.Second
-)
-
 // validPublication reports whether name may name a publication: letters,
 // digits, '_' and '$', at most 63 bytes (it is quoted as given, so case
 // matters).
 func validPublication(name string) bool { return feed.ValidPublication(name) }
 
-// feedCounters are a Shield's feed counters, over its scopes.
-type feedCounters struct {
-	transactions, changes, resyncs, errors atomic.Uint64
-	delay                                  histogram
-	mu                                     sync.Mutex
-	lastError                              string
-	feeds                                  map[*scopeFeed]struct{}
-}
+// feedCounters are a Shield's feeds, one per scope, and their counters
+// (feed.Group).
+type feedCounters = feed.Group
 
-// scopeFeed is the change feed of one scope.
-type scopeFeed struct {
-	s     *Shield
-	sc    *scope
-	mode  FeedMode
-	cfg   *pgx.ConnConfig // Options.FeedDSN's, or the scope's first real connection's
-	own   bool            // cfg is FeedDSN's: check that it reaches the scope's database
-	fleet string          // the lease's key in the tier; "" when the feed is this process's alone
+// scopeFeed is the change feed of one scope: its lifecycle (start, lease,
+// back-off, state) is feed.Feed's, over the scope's feedHost.
+type scopeFeed = feed.Feed
 
-	state atomic.Value // string
-	lag   atomic.Int64 // nanoseconds
-	// established counts the streams this feed established: every one
-	// after the first (and, in a fleet, every one) resyncs.
-	established atomic.Uint64
-
-	mu      sync.Mutex
-	cancel  context.CancelFunc // stops the running loop; nil when none runs
-	done    chan struct{}      // closed when the running loop returned
-	stopped bool               // the Shield closed: never again
+// feedHost is what the feed of one scope needs from its Shield (feed.Host):
+// its source's stream, the fleet's lease through the shared tier, the
+// Shield's invalidations, its log, and the scope's open connections.
+type feedHost struct {
+	s    *Shield
+	sc   *scope
+	mode FeedMode
+	cfg  *pgx.ConnConfig // Options.FeedDSN's, or the scope's first real connection's
+	own  bool            // cfg is FeedDSN's: check that it reaches the scope's database
 }
 
 // startFeed starts the feed of sc, whose first real connection is rc,
@@ -172,37 +137,20 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 	default:
 		return feed.Unavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
 	}
-	f := &scopeFeed{s: s, sc: sc, mode: mode, cfg: cfg, own: own}
-	f.state.Store(feedStarting)
+	fc := feed.Config{Mode: string(mode), Classify: errorClass, Group: &s.feedStats}
 	if s.tier != nil && sc.sharing() {
 		sum := sha256.Sum256([]byte("sqlflight feed\x00" + sc.shared))
-		f.fleet = "feed-" + hex.EncodeToString(sum[:])
+		fc.Fleet = "feed-" + hex.EncodeToString(sum[:])
+		fc.LeaseTTL = s.feedLeaseTTL()
 	}
-	ctx, cancel := context.WithTimeout(ctx, feedStartTimeout)
-	defer cancel()
-	first := make(chan error, 1)
-	if !f.start(first) {
-		return nil // the Shield closed meanwhile
+	f := feed.New(&feedHost{s: s, sc: sc, mode: mode, cfg: cfg, own: own}, fc)
+	if err := f.Start(ctx); err != nil {
+		return err
 	}
-	select {
-	case err := <-first:
-		if err != nil {
-			f.stop()
-			return err
-		}
-	case <-ctx.Done():
-		f.stop()
-		return feed.Unavailable(ctx.Err(), "the feed was not established before the connection's context ended")
-	}
-	s.feedStats.mu.Lock()
-	if s.feedStats.feeds == nil {
-		s.feedStats.feeds = map[*scopeFeed]struct{}{}
-	}
-	s.feedStats.feeds[f] = struct{}{}
-	s.feedStats.mu.Unlock()
+	s.feedStats.Add(f)
 	sc.feed.Store(f)
 	if s.isClosed() {
-		f.stop()
+		f.Stop()
 	}
 	return nil
 }
@@ -215,224 +163,94 @@ func (s *Shield) feedPublication() string {
 	return DefaultFeedPublication
 }
 
-// start runs the feed's loop unless it runs; first, if not nil, hears how
-// the first attempt went (nil: established, or in a fleet, another holds
-// it) and the loop ends after a failed first attempt.
-func (f *scopeFeed) start(first chan error) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped || f.cancel != nil {
-		return !f.stopped
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel, f.done = cancel, make(chan struct{})
-	go f.loop(ctx, f.done, first)
-	return true
-}
-
-// ensure runs the feed again if it was stopped because its scope had no
-// connection left.
-func (f *scopeFeed) ensure() {
-	f.mu.Lock()
-	running := f.cancel != nil || f.stopped
-	f.mu.Unlock()
-	if !running {
-		f.start(nil)
-	}
-}
-
-// pause stops the loop (the scope's last connection closed); ensure runs
-// it again.
-func (f *scopeFeed) pause() {
-	f.mu.Lock()
-	cancel, done := f.cancel, f.done
-	f.cancel, f.done = nil, nil
-	f.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-// pauseIfIdle pauses the feed if its scope has no open connection (one
-// that opened since resumes it; ensure and this are ordered by f.mu).
-func (f *scopeFeed) pauseIfIdle() {
-	f.mu.Lock()
-	cancel, done := f.cancel, f.done
-	if f.sc.live.Load() > 0 || cancel == nil {
-		f.mu.Unlock()
-		return
-	}
-	f.cancel, f.done = nil, nil
-	f.mu.Unlock()
-	cancel()
-	<-done
-}
-
-// stop ends the feed for good.
-func (f *scopeFeed) stop() {
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
-	f.pause()
-}
-
 // closeFeeds ends every feed of s (Shield.Close).
-func (s *Shield) closeFeeds() {
-	s.feedStats.mu.Lock()
-	feeds := make([]*scopeFeed, 0, len(s.feedStats.feeds))
-	for f := range s.feedStats.feeds {
-		feeds = append(feeds, f)
-	}
-	s.feedStats.mu.Unlock()
-	for _, f := range feeds {
-		f.stop()
-	}
-}
+func (s *Shield) closeFeeds() { s.feedStats.Stop() }
 
-// setState records the feed's state and logs the change.
-func (f *scopeFeed) setState(to string, err error) {
-	from, _ := f.state.Swap(to).(string)
-	if from == to {
-		return
-	}
-	switch to {
-	case feedDown, feedLagging:
-		attrs := []any{"mode", string(f.mode), "from", from, errAttr(err), "lag", time.Duration(f.lag.Load())}
-		// An ErrFeedUnavailable's reason is the feed's own words (no data,
-		// no secret): it says what to fix.
-		if reason, ok := feed.Reason(err); ok {
-			attrs = append(attrs, "reason", reason)
-		}
-		f.s.log.Warn("sqlflight: change feed "+to, attrs...)
-	default:
-		f.s.log.Info("sqlflight: change feed "+to, "mode", string(f.mode), "from", from)
-	}
-}
-
-// fail records an error of the feed.
-func (f *scopeFeed) fail(err error) {
-	f.s.feedStats.errors.Add(1)
-	f.s.feedStats.mu.Lock()
-	f.s.feedStats.lastError = errorClass(err)
-	f.s.feedStats.mu.Unlock()
-	f.setState(feedDown, err)
-}
-
-// loop runs the feed until ctx ends: in a fleet, only while it holds the
-// lease; after a failure, again after a back-off.
-func (f *scopeFeed) loop(ctx context.Context, done chan struct{}, first chan error) {
-	defer close(done)
-	backoff := feedBackoffMin
-	for ctx.Err() == nil {
-		sctx, release, held := f.hold(ctx)
-		if !held {
-			f.setState(feedStandby, nil)
-			if first != nil {
-				first <- nil // another instance holds it: the Connect goes on
-				first = nil
-			}
-			if !sleepCtx(ctx, f.leaseTTL()/3) {
-				return
-			}
-			continue
-		}
-		if f.state.Load() == feedStandby {
-			f.setState(feedStarting, nil)
-		}
-		ready := false
-		err := f.session(sctx, func() {
-			ready = true
-			backoff = feedBackoffMin
-			// What happened before this stream is unknown: drop it all.
-			if f.established.Add(1) > 1 || f.fleet != "" {
-				f.s.bump(nil, false)
-				f.s.feedStats.resyncs.Add(1)
-			}
-			f.lag.Store(0)
-			f.setState(feedCurrent, nil)
-			if first != nil {
-				first <- nil
-				first = nil
-			}
-		})
-		release()
-		if ctx.Err() != nil {
-			return
-		}
-		if sctx.Err() != nil {
-			// The lease was lost: another instance may hold the feed now.
-			f.setState(feedStandby, nil)
-			continue
-		}
-		if err == nil {
-			err = errors.New("sqlflight: the change feed's stream ended")
-		}
-		f.fail(err)
-		if first != nil && !ready {
-			first <- err
-			return
-		}
-		if !sleepCtx(ctx, backoff/2+rand.N(backoff/2+1)) {
-			return
-		}
-		backoff = min(backoff*2, feedBackoffMax)
-	}
-}
-
-// session runs one stream of the feed until it fails or ctx ends; ready is
-// called once the stream is established.
-func (f *scopeFeed) session(ctx context.Context, ready func()) error {
-	src := feed.Source{Conn: f.cfg, SameServer: f.sameServer, Classify: errorClass}
-	sink := feedSink{f: f, ready: ready}
-	if f.mode == FeedNotify {
+// Stream runs one stream of the scope's feed, NOTIFY or replication, with
+// the feed's connection configuration.
+func (h *feedHost) Stream(ctx context.Context, sink feed.Sink) error {
+	src := feed.Source{Conn: h.cfg, SameServer: h.sameServer, Classify: errorClass}
+	if h.mode == FeedNotify {
 		return feed.Notify(ctx, src, sink)
 	}
-	src.Publication = f.s.feedPublication()
+	src.Publication = h.s.feedPublication()
 	return feed.Replicate(ctx, src, sink)
 }
 
-// feedSink is what one stream of a scope's feed reports to: the Shield's
-// invalidations, the feed's counters, lag and log.
-type feedSink struct {
-	f     *scopeFeed
-	ready func()
+// Lease tries to take the fleet's feed lease on key through the shared
+// tier.
+func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (feed.Lease, bool, error) {
+	ts := h.s.tier
+	var lease Lease
+	err := ts.call(ctx, func(c context.Context) error {
+		var err error
+		lease, err = ts.t.Acquire(c, ts.ns, key, ttl)
+		return err
+	})
+	return feed.Lease{Token: lease.Token, Version: lease.Version}, err == nil && lease.Held, err
 }
 
-// Ready tells the feed's loop the stream is established.
-func (k feedSink) Ready() { k.ready() }
+// tierLease is the tier's form of a lease Lease took.
+func tierLease(l feed.Lease) Lease { return Lease{Held: true, Token: l.Token, Version: l.Version} }
 
-// Apply applies one committed transaction's changes and counts it.
-func (k feedSink) Apply(cs []feed.Change, commit time.Time) { k.f.applyAt(changesOf(cs), commit) }
-
-// Reapply applies changes again, uncounted (the replication source's
-// visibility check).
-func (k feedSink) Reapply(cs []feed.Change) { k.f.s.applyChanges(changesOf(cs)) }
-
-// CaughtUp records that the feed is not behind the server.
-func (k feedSink) CaughtUp() { k.f.noteLag(0) }
-
-// Resync drops every cached entry: the source missed changes.
-func (k feedSink) Resync() {
-	k.f.s.bump(nil, false)
-	k.f.s.feedStats.resyncs.Add(1)
+// Renew extends the fleet's feed lease l on key through the shared tier.
+func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time.Duration) (bool, error) {
+	ts := h.s.tier
+	var held bool
+	err := ts.call(ctx, func(c context.Context) error {
+		var err error
+		held, err = ts.t.Renew(c, ts.ns, key, tierLease(l), ttl)
+		return err
+	})
+	return held, err
 }
 
-// Warn logs a warning of the source, its error without its text.
-func (k feedSink) Warn(msg string, err error) { k.f.s.log.Warn(msg, errAttr(err)) }
+// Release gives the fleet's feed lease l on key back through the shared
+// tier.
+func (h *feedHost) Release(ctx context.Context, key string, l feed.Lease) error {
+	ts := h.s.tier
+	return ts.call(ctx, func(c context.Context) error {
+		return ts.t.Release(c, ts.ns, key, tierLease(l))
+	})
+}
+
+// Bump drops every cached entry, in the fleet too.
+func (h *feedHost) Bump() { h.s.bump(nil, false) }
+
+// Apply invalidates what the changes may have changed (applyChanges).
+func (h *feedHost) Apply(cs []feed.Change) { h.s.applyChanges(changesOf(cs)) }
+
+// Log writes a log line of the feed to the Shield's logger, its "error"
+// attribute as errAttr describes the error: without its text.
+func (h *feedHost) Log(level slog.Level, msg string, attrs ...any) {
+	out := make([]any, 0, len(attrs))
+	for i := 0; i < len(attrs); i++ {
+		if k, ok := attrs[i].(string); ok && k == "error" && i+1 < len(attrs) {
+			err, _ := attrs[i+1].(error)
+			out = append(out, errAttr(err))
+			i++
+			continue
+		}
+		out = append(out, attrs[i])
+	}
+	h.s.log.Log(context.Background(), level, msg, out...)
+}
+
+// Live returns how many virtual connections of the scope are open.
+func (h *feedHost) Live() int64 { return h.sc.live.Load() }
 
 // sameServer checks, when the feed connects with Options.FeedDSN, that its
 // connection pc reaches the scope's database: the same database (its OID)
 // of the same server (its system identifier, where both roles may read
 // it). A feed watching another database would report nothing and look
 // current.
-func (f *scopeFeed) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
-	if !f.own {
+func (h *feedHost) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
+	if !h.own {
 		return nil
 	}
-	f.sc.idMu.Lock()
-	want := f.sc.server
-	f.sc.idMu.Unlock()
+	h.sc.idMu.Lock()
+	want := h.sc.server
+	h.sc.idMu.Unlock()
 	got, ok, err := pgxIdentity(ctx, pc)
 	switch {
 	case err != nil:
@@ -445,132 +263,27 @@ func (f *scopeFeed) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
 	return nil
 }
 
-// applyAt applies the changes of one committed transaction, committed at
-// commitTime on the server's clock (zero: not known), and counts it.
-func (f *scopeFeed) applyAt(cs []change, commitTime time.Time) {
-	f.s.applyChanges(cs)
-	st := &f.s.feedStats
-	st.transactions.Add(1)
-	st.changes.Add(uint64(len(cs)))
-	if commitTime.IsZero() {
-		return
-	}
-	d := max(time.Since(commitTime), 0)
-	st.delay.observe(d)
-	f.noteLag(d)
-}
-
-// noteLag records how far behind the server the feed is.
-func (f *scopeFeed) noteLag(d time.Duration) {
-	f.lag.Store(int64(d))
-	switch s, _ := f.state.Load().(string); {
-	case d > feedLagLimit && s == feedCurrent:
-		f.setState(feedLagging, nil)
-	case d <= feedLagLimit && s == feedLagging:
-		f.setState(feedCurrent, nil)
-	}
-}
-
-// leaseTTL is how long the fleet's feed lease lasts.
-func (f *scopeFeed) leaseTTL() time.Duration {
-	if d := f.s.opts.FeedLeaseTTL; d > 0 {
+// feedLeaseTTL is how long the fleet's feed lease lasts.
+func (s *Shield) feedLeaseTTL() time.Duration {
+	if d := s.opts.FeedLeaseTTL; d > 0 {
 		return d
 	}
 	return DefaultFeedLeaseTTL
 }
 
-// hold takes the fleet's feed lease (without a fleet, there is nothing to
-// take) and keeps renewing it: the context it returns ends when the lease
-// is lost or could not be renewed in time. release gives it back.
-func (f *scopeFeed) hold(ctx context.Context) (context.Context, func(), bool) {
-	ts := f.s.tier
-	if f.fleet == "" || ts == nil {
-		return ctx, func() {}, true
-	}
-	ttl := f.leaseTTL()
-	var lease Lease
-	err := ts.call(ctx, func(c context.Context) error {
-		var err error
-		lease, err = ts.t.Acquire(c, ts.ns, f.fleet, ttl)
-		return err
-	})
-	if err != nil || !lease.Held {
-		return nil, nil, false
-	}
-	hctx, cancel := context.WithCancel(ctx)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		last := time.Now()
-		t := time.NewTicker(ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-			}
-			var held bool
-			err := ts.call(hctx, func(c context.Context) error {
-				var err error
-				held, err = ts.t.Renew(c, ts.ns, f.fleet, lease, ttl)
-				return err
-			})
-			switch {
-			case err == nil && held:
-				last = time.Now()
-			case err == nil || time.Since(last) > ttl*2/3:
-				// Lost, or about to run out: another instance may take it.
-				cancel()
-				return
-			}
-		}
-	}()
-	return hctx, func() {
-		cancel()
-		<-renewed
-		_ = ts.call(context.Background(), func(c context.Context) error {
-			return ts.t.Release(c, ts.ns, f.fleet, lease)
-		})
-	}, true
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether ctx is still on.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // feedSnapshot fills the feed fields of st.
 func (s *Shield) feedSnapshot(st *Stats) {
-	c := &s.feedStats
-	c.mu.Lock()
-	st.FeedLastError = c.lastError
-	rank := map[string]int{feedCurrent: 1, feedStandby: 2, feedStarting: 3, feedLagging: 4, feedDown: 5}
-	for f := range c.feeds {
-		state, _ := f.state.Load().(string)
-		if rank[state] > rank[st.FeedState] {
-			st.FeedState = state
-		}
-		if f.fleet == "" || state != feedStandby {
-			st.FeedLag = max(st.FeedLag, time.Duration(f.lag.Load()))
-		}
-	}
-	c.mu.Unlock()
+	fs := s.feedStats.Snapshot()
+	st.FeedLastError = fs.LastError
+	st.FeedState, st.FeedLag = fs.State, fs.Lag
 	if st.FeedState == "" && s.opts.Feed != FeedNone {
-		st.FeedState = feedStarting // no scope connected yet
+		st.FeedState = feed.Starting // no scope connected yet
 	}
-	st.FeedTransactions = c.transactions.Load()
-	st.FeedChanges = c.changes.Load()
-	st.FeedResyncs = c.resyncs.Load()
-	st.FeedErrors = c.errors.Load()
-	st.FeedDelay = c.delay.snapshot()
+	st.FeedTransactions = fs.Transactions
+	st.FeedChanges = fs.Changes
+	st.FeedResyncs = fs.Resyncs
+	st.FeedErrors = fs.Errors
+	st.FeedDelay = fs.Delay
 }
 
 // parseFeedMode reads the sqlflight.feed DSN parameter.

@@ -83,13 +83,13 @@ func TestFeedNotifyDownWhenTriggersGone(t *testing.T) {
 	if err := db.Ping(); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.FeedState != feedCurrent {
+	if st := s.Stats(); st.FeedState != feed.Current {
 		t.Fatalf("feed %q", st.FeedState)
 	}
 	f.exec(t, "DROP TRIGGER sqlflight_insert ON "+f.qtable)
 	waitFor(t, "the feed down and back", func() bool {
 		st := s.Stats()
-		return st.FeedErrors >= 1 && st.FeedResyncs >= 1 && st.FeedState == feedCurrent
+		return st.FeedErrors >= 1 && st.FeedResyncs >= 1 && st.FeedState == feed.Current
 	})
 	out := logs.String()
 	if !strings.Contains(out, "change feed down") || !strings.Contains(out, "dropped or disabled") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -87,16 +88,42 @@ func TestFeedUnavailableIsTheFeedsError(t *testing.T) {
 	}
 }
 
-// TestFeedSinkAppliesAndCounts: what a source reports reaches the Shield:
-// Apply invalidates and counts a transaction and its changes, Reapply
-// invalidates without counting, Resync drops everything and counts a
-// resync, and the changes keep their table, rows and wholeness.
+// streamHost is a scope's feedHost whose stream is the test's: each stream
+// hands its sink to the test and runs until its context ends, or ends at
+// once with fail's error when set.
+type streamHost struct {
+	*feedHost
+	sinks chan feed.Sink
+	fail  error
+}
+
+// Stream hands sink over, establishes the stream and waits for its end.
+func (h streamHost) Stream(ctx context.Context, sink feed.Sink) error {
+	if h.fail != nil {
+		return h.fail
+	}
+	sink.Ready()
+	h.sinks <- sink
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestFeedSinkAppliesAndCounts: what a source reports reaches the Shield
+// through its feedHost: Apply invalidates and counts a transaction and its
+// changes, Reapply invalidates without counting, Resync drops everything
+// and counts a resync, a late transaction makes the feed lagging and
+// CaughtUp current again, all in Stats; and the changes keep their table,
+// rows and wholeness.
 func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	s := New()
 	defer s.Close()
-	f := &scopeFeed{s: s, mode: FeedReplication}
-	f.state.Store(feedCurrent)
-	k := feedSink{f: f, ready: func() {}}
+	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedReplication}, sinks: make(chan feed.Sink, 1)}
+	f := feed.New(h, feed.Config{Mode: string(FeedReplication), Classify: errorClass, Group: &s.feedStats})
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.feedStats.Add(f)
+	k := <-h.sinks
 	changed := func(do func(), table string) bool {
 		seq := s.epochs.now()
 		do()
@@ -108,8 +135,8 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	}, "items") {
 		t.Error("Apply did not invalidate the table")
 	}
-	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 {
-		t.Errorf("after Apply: %d transactions, %d changes", st.FeedTransactions, st.FeedChanges)
+	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 || st.FeedState != feed.Current {
+		t.Errorf("after Apply: %d transactions, %d changes, state %q", st.FeedTransactions, st.FeedChanges, st.FeedState)
 	}
 	if !changed(func() { k.Reapply([]feed.Change{{Table: "public.items", Whole: true}}) }, "items") {
 		t.Error("Reapply did not invalidate the table")
@@ -123,14 +150,42 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	if st := s.Stats(); st.FeedTransactions != 1 || st.FeedChanges != 2 || st.FeedResyncs != 1 {
 		t.Errorf("after Reapply and Resync: %d transactions, %d changes, %d resyncs", st.FeedTransactions, st.FeedChanges, st.FeedResyncs)
 	}
-	f.lag.Store(int64(time.Hour))
+	k.Apply([]feed.Change{{Table: "public.other", Whole: true}}, time.Now().Add(-time.Hour))
+	if st := s.Stats(); st.FeedState != feed.Lagging || st.FeedLag < time.Hour || st.FeedDelay.Count != 1 {
+		t.Errorf("after a late transaction: state %q, lag %v, %d delays", st.FeedState, st.FeedLag, st.FeedDelay.Count)
+	}
 	k.CaughtUp()
-	if f.lag.Load() != 0 {
-		t.Error("CaughtUp left the lag")
+	if st := s.Stats(); st.FeedState != feed.Current || st.FeedLag != 0 {
+		t.Errorf("after CaughtUp: state %q, lag %v", st.FeedState, st.FeedLag)
 	}
 	cs := changesOf([]feed.Change{{Table: "public.items", Whole: true}, {Table: "s.t", Old: map[string]*string{"id": nil}, New: map[string]*string{"id": &v}}})
 	if len(cs) != 2 || cs[0].table != "public.items" || !cs[0].whole || cs[1].table != "s.t" || cs[1].whole ||
 		len(cs[1].old) != 1 || cs[1].old["id"] != nil || cs[1].new["id"] != &v || changesOf(nil) != nil {
 		t.Errorf("changesOf: %+v", cs)
+	}
+}
+
+// TestFeedHostLogsNoErrorText: the log line of a feed that goes down
+// describes its error by its class alone (the host's errAttr), never by
+// its text, which may quote data; the error's class is Stats'
+// FeedLastError.
+func TestFeedHostLogsNoErrorText(t *testing.T) {
+	var logs syncBuffer
+	s := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer s.Close()
+	secret := errors.New("row alice@example.com broke the stream")
+	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedNotify}, fail: secret}
+	f := feed.New(h, feed.Config{Mode: string(FeedNotify), Classify: errorClass, Group: &s.feedStats})
+	s.feedStats.Add(f)
+	if err := f.Start(context.Background()); err != secret {
+		t.Fatalf("Start: %v, want the stream's error", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "change feed down") || !strings.Contains(out, "mode=notify") ||
+		!strings.Contains(out, "error.type=") || strings.Contains(out, "alice") {
+		t.Fatalf("log:\n%s", out)
+	}
+	if st := s.Stats(); st.FeedState != feed.Down || st.FeedErrors != 1 || st.FeedLastError != errorClass(secret) {
+		t.Fatalf("Stats: state %q, %d errors, last %q", st.FeedState, st.FeedErrors, st.FeedLastError)
 	}
 }

@@ -223,7 +223,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 	}
 	c := newConn(s, sc, open, nil) // counted live before the feed is resumed
 	if f := sc.feed.Load(); f != nil {
-		f.ensure() // paused when the scope's last connection closed
+		f.Ensure() // paused when the scope's last connection closed
 	}
 	return c, nil
 }
