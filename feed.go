@@ -141,7 +141,10 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 	if s.tier != nil && sc.sharing() {
 		sum := sha256.Sum256([]byte("sqlflight feed\x00" + sc.shared))
 		fc.Fleet = "feed-" + hex.EncodeToString(sum[:])
-		fc.LeaseTTL = s.feedLeaseTTL()
+		fc.LeaseTTL = s.opts.FeedLeaseTTL // how long the fleet's feed lease lasts
+		if fc.LeaseTTL <= 0 {
+			fc.LeaseTTL = DefaultFeedLeaseTTL
+		}
 	}
 	f := feed.New(&feedHost{s: s, sc: sc, mode: mode, cfg: cfg, own: own}, fc)
 	if err := f.Start(ctx); err != nil {
@@ -261,14 +264,6 @@ func (h *feedHost) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
 		return feed.Unavailable(nil, "Options.FeedDSN reaches another database than the scope's")
 	}
 	return nil
-}
-
-// feedLeaseTTL is how long the fleet's feed lease lasts.
-func (s *Shield) feedLeaseTTL() time.Duration {
-	if d := s.opts.FeedLeaseTTL; d > 0 {
-		return d
-	}
-	return DefaultFeedLeaseTTL
 }
 
 // feedSnapshot fills the feed fields of st.
