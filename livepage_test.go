@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/livepage"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // hostileSQL is a statement whose text tries to leave every context the
@@ -67,7 +70,7 @@ func TestLivePageJSON(t *testing.T) {
 		Statements []map[string]any
 		Counted    int `json:"statements_counted"`
 		Load       struct {
-			Points []loadPoint
+			Points []stats.LoadPoint
 		}
 		Advice []map[string]any
 	}
@@ -90,11 +93,11 @@ func TestLivePageJSON(t *testing.T) {
 	}
 
 	all := getLive(t, h, "/json")
-	var full struct{ Statements []liveStatement }
+	var full struct{ Statements []livepage.Line }
 	if err := json.Unmarshal(all.Body.Bytes(), &full); err != nil {
 		t.Fatal(err)
 	}
-	var cached, hostile *liveStatement
+	var cached, hostile *livepage.Line
 	for i, st := range full.Statements {
 		switch st.SQL {
 		case s.Explain(context.Background(), ttlQuery).Normalized:
@@ -130,7 +133,7 @@ func TestLivePageLoad(t *testing.T) {
 	}
 	clock.Add(time.Second) // a tick may take this sample: the counters are the same
 	w := getLive(t, h, "/json")
-	var page struct{ Load liveLoad }
+	var page struct{ Load livepage.Load }
 	if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil {
 		t.Fatal(err)
 	}
@@ -156,44 +159,3 @@ func TestLivePageLoad(t *testing.T) {
 	}
 }
 
-// The HTML page renders every text escaped, runs only its own script, and
-// answers GET alone.
-func TestLivePageHTML(t *testing.T) {
-	_, s, _ := livePageDB(t)
-	h := HandlerWith(s, LivePageOptions{ShowArguments: true}) // the texts as they are, hostile literal and all
-	for _, target := range []string{"/", "", "/anything"} {
-		w := getLive(t, h, "/"+strings.TrimPrefix(target, "/"))
-		body := w.Body.String()
-		if !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
-			t.Errorf("%s: content type %q", target, w.Header().Get("Content-Type"))
-		}
-		if strings.Contains(body, "<img") || !strings.Contains(body, "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") {
-			t.Errorf("%s: the hostile SQL is not escaped", target)
-		}
-		if strings.Count(body, "<script") != 1 || strings.Count(body, "</script>") != 1 {
-			t.Errorf("%s: %d scripts open, %d close", target, strings.Count(body, "<script"), strings.Count(body, "</script>"))
-		}
-		csp := w.Header().Get("Content-Security-Policy")
-		if !strings.Contains(csp, "script-src 'nonce-") || !strings.Contains(body, `<script nonce="`) || !strings.Contains(csp, "default-src 'none'") {
-			t.Errorf("%s: CSP %q", target, csp)
-		}
-		for _, want := range []string{"Top statements by database time", "Circuit breakers", "Advisor", `id="chart"`} {
-			if !strings.Contains(body, want) {
-				t.Errorf("%s: no %q", target, want)
-			}
-		}
-	}
-	for _, bad := range []struct {
-		method, target string
-		code           int
-	}{{http.MethodPost, "/json", http.StatusMethodNotAllowed}, {http.MethodGet, "/json?top=0", http.StatusBadRequest},
-		{http.MethodGet, "/json?top=x", http.StatusBadRequest}} {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest(bad.method, bad.target, nil)
-		r.Host = "127.0.0.1:6060"
-		h.ServeHTTP(w, r)
-		if w.Code != bad.code {
-			t.Errorf("%s %s: %d, want %d", bad.method, bad.target, w.Code, bad.code)
-		}
-	}
-}
