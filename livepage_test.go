@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -159,3 +160,43 @@ func TestLivePageLoad(t *testing.T) {
 	}
 }
 
+// TestLivePageFigures: the HTML's cards and breakers show the Shield's
+// Stats, each figure from its own counter, and the JSON's stats are
+// Shield.Stats as a whole.
+func TestLivePageFigures(t *testing.T) {
+	_, s, _ := livePageDB(t)
+	h := Handler(s)
+	html := getLive(t, h, "/").Body.String()
+	var page struct{ Stats Stats }
+	if err := json.Unmarshal(getLive(t, h, "/json").Body.Bytes(), &page); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	hits := st.FreshHits + st.StaleHits + st.NegativeHits
+	if st.Queries == 0 || hits == 0 || st.Misses == 0 || st.Flights == 0 || len(st.Breakers) == 0 {
+		t.Fatalf("stats %+v: the test needs queries, hits, misses, flights and a breaker", st)
+	}
+	want := []string{
+		fmt.Sprintf(`<b id="s-queries">%d</b>`, st.Queries),
+		fmt.Sprintf(`<b id="s-hitratio">%.1f %%</b>`, 100*float64(hits)/float64(hits+st.Misses)),
+		fmt.Sprintf(`<b id="s-origin">%d</b>`, st.OriginExecutions),
+		fmt.Sprintf(`<b id="s-flights">%d / %d</b>`, st.Flights, st.Followers),
+		fmt.Sprintf(`<b id="s-bypassed">%d</b>`, st.Bypassed),
+		fmt.Sprintf(`<b id="s-cache">%d</b>`, st.CacheEntries),
+		fmt.Sprintf(`<b id="s-breaker">%s</b>`, st.BreakerState),
+		`<b id="s-shared">none</b>`, `<b id="s-feed">none</b>`,
+	}
+	for name, b := range st.Breakers {
+		want = append(want, fmt.Sprintf(`<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td></tr>`,
+			name, b.State, b.Rejected, b.Transitions))
+	}
+	for _, w := range want {
+		if !strings.Contains(html, w) {
+			t.Errorf("the page has no %s", w)
+		}
+	}
+	if page.Stats.Queries != st.Queries || page.Stats.Fills != st.Fills || page.Stats.OriginDuration.Count != st.OriginDuration.Count ||
+		len(page.Stats.Breakers) != len(st.Breakers) || page.Stats.BypassReasons["exec"] != st.BypassReasons["exec"] {
+		t.Errorf("the JSON's stats %+v, want Shield.Stats %+v", page.Stats, st)
+	}
+}
