@@ -7,10 +7,12 @@
 // livepage.html), which draws the same from the JSON every two seconds
 // without any external resource. The query parameter top=N (1 to
 // stats.StatementCapacity, default 20) sets how many statements are
-// listed, by database time. Every answer is Cache-Control: no-store and
-// nosniff; the HTML runs only its own script and style (a fresh nonce per
-// request, in its Content-Security-Policy) and talks only to its own
-// origin, so that SQL text that escaped the escaping would still not run.
+// listed, by database time. The JSON's shape is a contract: the page's
+// script and cmd/sqlflight's top read it. Both answers are sent
+// Cache-Control: no-store and nosniff; the HTML runs only its own script
+// and style (a fresh nonce per request, in its Content-Security-Policy)
+// and talks only to its own origin, so that SQL text that escaped the
+// escaping would still not run.
 //
 // What it shows: the normalized texts of the statements and their three
 // hottest keys, and the Shield's counters as they are. What it hides by
@@ -25,8 +27,9 @@
 // localhost (with or without a port), or one of Options.AllowedHosts
 // (compared without regard to case). Any other host, or none, gets 421
 // Misdirected Request, so that a web page in an operator's browser cannot
-// read the live page through DNS rebinding. Other methods get 405, a bad
-// top 400.
+// read the live page through DNS rebinding. The host is checked first,
+// before the Source is read; then a method other than GET and HEAD gets
+// 405 (Allow: GET, HEAD), and a top out of range 400.
 //
 // It reads the Shield and never changes it: the one effect of a request
 // is Source.Sample, which starts the load's sampling and adds a sample to
