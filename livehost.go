@@ -1,10 +1,9 @@
 package sqlflight
 
 import (
-	"net"
 	"net/http"
-	"slices"
-	"strings"
+
+	"github.com/sqlflight/sqlflight/internal/livepage"
 )
 
 // LivePageOptions configure the live page of HandlerWith.
@@ -34,21 +33,6 @@ type LivePageOptions struct {
 }
 
 // HandlerWith is Handler with options.
-func HandlerWith(s *Shield, o LivePageOptions) http.Handler { return &liveHandler{s: s, opts: o} }
-
-// hostAllowed reports whether the live page answers a request for host (a
-// Host header: name or IP literal, with or without a port).
-func (o LivePageOptions) hostAllowed(host string) bool {
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if h == "" {
-		return false
-	}
-	if net.ParseIP(h) != nil || strings.EqualFold(h, "localhost") {
-		return true
-	}
-	return slices.ContainsFunc(o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, h) })
+func HandlerWith(s *Shield, o LivePageOptions) http.Handler {
+	return livepage.New(pageSource{s}, livepage.Options(o))
 }

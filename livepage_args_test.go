@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqlflight/sqlflight/internal/livepage"
 	"github.com/sqlflight/sqlflight/internal/redact"
 )
 
@@ -54,7 +55,7 @@ func argsShield(t *testing.T) *Shield {
 
 // argsPage is the part of the JSON the tests read.
 type argsPage struct {
-	Statements    []liveStatement
+	Statements    []livepage.Line
 	Advice        []Advice
 	ShowArguments bool `json:"show_arguments"`
 }
@@ -72,7 +73,7 @@ func getArgsPage(t *testing.T, s *Shield, o LivePageOptions) (argsPage, string, 
 }
 
 // statementOn returns the page's line of the statement whose text is q.
-func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) liveStatement {
+func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) livepage.Line {
 	t.Helper()
 	want := s.Explain(context.Background(), q).Normalized
 	if !show {
@@ -84,7 +85,7 @@ func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) liveS
 		}
 	}
 	t.Fatalf("no statement %q on the page: %+v", want, p.Statements)
-	return liveStatement{}
+	return livepage.Line{}
 }
 
 // TestLivePageHidesArguments: by default neither the JSON nor the HTML
@@ -225,18 +226,5 @@ func TestLivePageTrusted(t *testing.T) {
 			strings.Contains(html, `id="trusted" role="alert" hidden>`) == c.want {
 			t.Errorf("%s: SharedTrusted %v, want %v; page:\n%s", c.name, page.Stats["SharedTrusted"], c.want, html[:min(len(html), 4000)])
 		}
-	}
-}
-
-// TestHideValuesKeepsTheCount: printArgs' "… N more", last of a key's
-// arguments, is a count, not a value, and stays; anything else is hashed.
-func TestHideValuesKeepsTheCount(t *testing.T) {
-	p := livePage{Statements: []liveStatement{{SQL: "SELECT $1", Fingerprint: "f",
-		HotKeys: []HotKey{{Hash: "h", Args: []string{`"… 2 more"`, "… 3 more", "… 4 more"}}}}}}
-	p.hideValues(redact.NewHasher(make([]byte, 32)))
-	args := p.Statements[0].HotKeys[0].Args
-	if !pageHash.MatchString(args[0]) || !pageHash.MatchString(args[1]) || args[2] != "… 4 more" ||
-		p.Statements[0].SQL != "SELECT $1" || p.Statements[0].Fingerprint != "f" || !pageHash.MatchString(p.Statements[0].HotKeys[0].Hash) {
-		t.Errorf("hidden: %+v", p.Statements[0])
 	}
 }

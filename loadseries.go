@@ -6,21 +6,11 @@ import (
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
-// The recent load of a Shield, for the live page (livepage.go): its
-// cumulative counters sampled about once a second, for the last five
-// minutes (stats.LoadSeries). The ticker starts with the first request to
-// the page and stops with Shield.Close; a sample is timed by the Shield's
-// Clock.
-
-const (
-	// loadWindow is how far back the series reaches from its last sample.
-	loadWindow = stats.LoadWindow
-	// loadEvery is the ticker's period and the least gap between samples.
-	loadEvery = stats.LoadEvery
-)
-
-// loadPoint is the load between two samples, in events per second.
-type loadPoint = stats.LoadPoint
+// The recent load of a Shield, for the live page (livepage.go,
+// internal/livepage): its cumulative counters sampled about once a
+// second, for the last five minutes (stats.LoadSeries). The ticker starts
+// with the first request to the page and stops with Shield.Close; a
+// sample is timed by the Shield's Clock.
 
 // loadSeries is a bounded ring of samples and its ticker.
 type loadSeries struct{ stats.LoadSeries }
@@ -28,9 +18,9 @@ type loadSeries struct{ stats.LoadSeries }
 // close stops the sampling for good and waits for its goroutine.
 func (ls *loadSeries) close() { ls.Close() }
 
-// points returns the load between consecutive samples within loadWindow
-// of the last one, oldest first.
-func (ls *loadSeries) points() []loadPoint { return ls.Points() }
+// points returns the load between consecutive samples within
+// stats.LoadWindow of the last one, oldest first.
+func (ls *loadSeries) points() []stats.LoadPoint { return ls.Points() }
 
 // sampleLoad reads s's counters at now into its series.
 func (s *Shield) sampleLoad(now time.Time) {
