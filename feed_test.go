@@ -98,9 +98,9 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	f.state.Store(feedCurrent)
 	k := feedSink{f: f, ready: func() {}}
 	changed := func(do func(), table string) bool {
-		seq := s.epochs.now()
+		seq := s.epochs.Now()
 		do()
-		return !s.epochs.unchangedFor(seq, []string{table}, true, nil)
+		return !s.epochs.UnchangedFor(seq, []string{table}, true, nil)
 	}
 	v := "5"
 	if !changed(func() {

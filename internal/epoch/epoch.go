@@ -42,9 +42,9 @@
 // # Order and concurrency
 //
 // Epochs only move forward: two writes to one table may stamp it in either
-// order, and the table keeps the larger number. A write's number is taken
-// after the write returned, so a read whose sequence is s started after
-// every write numbered s or less. A write whose number was taken but whose
+// order, and the table keeps the larger number. The caller takes a write's
+// number after the write returned, so a read whose sequence is s started
+// after every write numbered s or less. A write whose number was taken but whose
 // epochs are not stamped yet is not seen: it has not returned to its
 // caller yet, so a read may still be ordered before it; once Bump (or
 // BumpRows, Stamp, a Raise method) returns, every question asked after it
