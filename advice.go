@@ -46,7 +46,7 @@ func (tw *tableWrites) note(w write) {
 		tw.Add(t)
 	}
 	for _, rw := range w.rows {
-		tw.Add(rw.table)
+		tw.Add(rw.Table)
 	}
 }
 

@@ -509,7 +509,7 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	st := s.cache()
 	now := s.opts.Clock.Now()
-	e := &entry{key: "k", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
+	e := &entry{key: "k", res: &result{}, seq: s.epochs.Now(), known: true, last: now.Add(time.Hour)}
 	st.Put(e, now)
 	c := &conn{s: s}
 	if f, lead := s.flights.joinOrLead("k", &s.epochs, nil, true, nil, st, c, nil); f != nil || lead {
@@ -519,7 +519,7 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 		t.Fatalf("a reader that saw the entry: flight %v, lead %v; want to lead", f, lead)
 	}
 	// A refresh of the entry does not start once another one showed.
-	e2 := &entry{key: "k2", res: &result{}, seq: s.epochs.now(), known: true, last: now.Add(time.Hour)}
+	e2 := &entry{key: "k2", res: &result{}, seq: s.epochs.Now(), known: true, last: now.Add(time.Hour)}
 	st.Put(e2, now)
 	if _, ok := s.flights.startRefresh("k2", &s.epochs, nil, true, nil, st, e); ok {
 		t.Fatal("a refresh of an entry the store no longer holds started")

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
@@ -181,7 +181,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	}
 	rows, err := s.fly(ctx, &rd, st)
 	f.stat.out = rd.out
-	if err != nil && old != nil && ctx.Err() == nil && s.epochs.unchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
+	if err != nil && old != nil && ctx.Err() == nil && s.epochs.UnchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
 		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
@@ -202,7 +202,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		return nil, nil
 	}
 	rd.seen = e
-	if !s.epochs.unchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
+	if !s.epochs.UnchangedFor(e.seq, rd.tables, rd.known, rd.rows) {
 		st.Drop(e) // computed before a write to its tables
 		return nil, nil
 	}
@@ -388,7 +388,7 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	f := g.m[key]
-	if f != nil && e.unchangedFor(f.seq, tables, known, rows) {
+	if f != nil && e.UnchangedFor(f.seq, tables, known, rows) {
 		switch {
 		case !f.finished:
 			f.waiters++
@@ -402,13 +402,13 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 		}
 	}
 	if fills && (f == nil || f.finished) {
-		if cur := st.Peek(key); cur != nil && cur != seen && e.unchangedFor(cur.seq, tables, known, rows) {
+		if cur := st.Peek(key); cur != nil && cur != seen && e.UnchangedFor(cur.seq, tables, known, rows) {
 			return nil, false
 		}
 	}
 	// A flight older than a write to its tables stays out of the map (its
 	// own waiters still get its result); a new one replaces it.
-	f = &flight{key: key, seq: e.now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
+	f = &flight{key: key, seq: e.Now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
 	if !fills {
 		f.id = lingerIDs.Add(1)
 	}
@@ -452,13 +452,13 @@ func (g *flightGroup) release(c *conn) *flight {
 func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, stale *entry) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && !f.finished && e.unchangedFor(f.seq, tables, known, rows) {
+	if f := g.m[key]; f != nil && !f.finished && e.UnchangedFor(f.seq, tables, known, rows) {
 		return nil, false
 	}
-	if cur := st.Peek(key); cur != nil && cur != stale && e.unchangedFor(cur.seq, tables, known, rows) {
+	if cur := st.Peek(key); cur != nil && cur != stale && e.UnchangedFor(cur.seq, tables, known, rows) {
 		return nil, false // refreshed meanwhile
 	}
-	f := &flight{key: key, seq: e.now(), fills: true, done: make(chan struct{}), leaderLeft: true}
+	f := &flight{key: key, seq: e.Now(), fills: true, done: make(chan struct{}), leaderLeft: true}
 	g.m[key] = f
 	return f, true
 }
@@ -707,7 +707,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 // started (its waiters still get it), and returns the entry it made (nil
 // after such a write; the shared tier takes it even if the store did not).
 func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
-	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
+	if !s.epochs.UnchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
 		return nil
 	}
 	now := s.opts.Clock.Now()
@@ -847,255 +847,22 @@ func (s *Shield) leave(f *flight, lead bool) bool {
 
 // epochs orders writes and flights: every write through the Shield (and
 // every write another instance publishes) takes the next sequence number
-// and stamps the tables it wrote (or "all" when its tables are unknown); a
-// flight remembers the sequence when it started. A flight may be joined
-// only if none of its tables was written since.
-//
-// A write's number is taken after the write returned, so a flight whose
-// sequence is s started after every write numbered s or less. Epochs only
-// move forward: two writes to one table may stamp it in either order, and
-// the table keeps the larger number, so a flight that started between them
-// is never taken for newer than the later write.
-type epochs struct {
-	seq atomic.Uint64
-	all atomic.Uint64 // sequence of the last write with unknown tables
-
-	mu     sync.RWMutex
-	tables map[string]*tableEpochs
-	// tags are the epochs of (table, column, value) tags (tagKey): the last
-	// write that touched a row with that value in that column, before or
-	// after. tagFloor stands for every tag no longer in the map.
-	tags     map[string]uint64
-	tagFloor uint64
-}
-
-// tableEpochs are one table's epochs. A read that is not tagged is judged
-// by any: the last write to the table. A read tagged on columns C of the
-// table (rowDeps) is judged by coarse, the last write whose rows are not
-// known, by the epochs of the sets of columns that writes pinned, when a
-// set shares no column with C (such a write may have touched any row of
-// the read), and by its tags' epochs.
-type tableEpochs struct {
-	any    uint64
-	coarse uint64
-	sets   []pinSet
-}
-
-// pinSet is the last write to a table that pinned exactly columns cols.
-type pinSet struct {
-	cols  []string // sorted
-	epoch uint64
-}
+// and stamps what it wrote; a flight remembers the sequence when it
+// started, and may be joined only if none of its tables (or, for a tagged
+// read, none of its rows) was written since. See internal/epoch.
+type epochs = epoch.Epochs
 
 const (
 	// maxPinSets bounds the sets of pinned columns remembered per table;
 	// a write with another set past it counts as a write to the whole table.
-	maxPinSets = 16
-	// maxEpochTags bounds the tags whose epochs are kept one by one.
-	maxEpochTags = 1 << 16
+	maxPinSets = epoch.MaxPinSets
+	// maxEpochTables bounds the tables whose epochs are kept one by one.
+	maxEpochTables = epoch.MaxTables
 )
 
-func (e *epochs) now() uint64 { return e.seq.Load() }
-
-// bump records a write to tables (every table, when not known) and returns
-// the sequence number it took. When it returns, the epoch of each table
-// (or "all") is at least that number.
-func (e *epochs) bump(tables []string, known bool) uint64 {
-	return e.bumpRows(tables, known, nil)
-}
-
-// bumpRows records one write: to tables as a whole (every table, when not
-// known), and to the rows of other tables that rows pin. It returns the
-// sequence number it took.
-func (e *epochs) bumpRows(tables []string, known bool, rows []rowWrite) uint64 {
-	n := e.seq.Add(1)
-	e.stamp(n, tables, known, rows)
-	return n
-}
-
-// stamp records a write numbered n (tables as a whole, every table when not
-// known, and the rows of other tables that rows pin) without taking a
-// number: the fleet floor stamps the fleet's numbers.
-func (e *epochs) stamp(n uint64, tables []string, known bool, rows []rowWrite) {
-	if !known {
-		e.raiseAll(n)
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tables == nil {
-		e.tables = make(map[string]*tableEpochs)
-	}
-	if len(e.tables)+len(tables)+len(rows) > maxEpochTables {
-		// Too many tables to remember one by one: from now on they share
-		// the epoch of "all", which this write raises past every epoch it
-		// forgets (every epoch moves forward; reads check "all" under the
-		// lock too).
-		e.forgetTables(n)
-		return
-	}
-	for _, t := range tables {
-		te := e.table(tableKey(t))
-		te.any, te.coarse = max(te.any, n), max(te.coarse, n)
-	}
-	for _, rw := range rows {
-		te := e.table(rw.table)
-		te.any = max(te.any, n)
-		if len(rw.pins) == 0 {
-			te.coarse = max(te.coarse, n)
-			continue
-		}
-		cols := make([]string, 0, len(rw.pins))
-		for c := range rw.pins {
-			cols = append(cols, c)
-		}
-		slices.Sort(cols)
-		i := slices.IndexFunc(te.sets, func(ps pinSet) bool { return slices.Equal(ps.cols, cols) })
-		switch {
-		case i >= 0:
-			te.sets[i].epoch = max(te.sets[i].epoch, n)
-		case len(te.sets) < maxPinSets:
-			te.sets = append(te.sets, pinSet{cols: cols, epoch: n})
-		default:
-			te.coarse = max(te.coarse, n)
-			continue
-		}
-		for _, c := range cols {
-			for _, v := range rw.pins[c] {
-				e.raiseTag(tagKey(rw.table, c, v), n)
-			}
-		}
-	}
-}
-
-// forgetTables forgets every table's epochs, raising "all" past each of
-// them and n. The caller holds e.mu.
-func (e *epochs) forgetTables(n uint64) {
-	top := n
-	for _, te := range e.tables {
-		top = max(top, te.any)
-	}
-	e.raiseAll(top)
-	clear(e.tables)
-}
-
-func (e *epochs) table(k string) *tableEpochs {
-	te := e.tables[k]
-	if te == nil {
-		te = &tableEpochs{}
-		e.tables[k] = te
-	}
-	return te
-}
-
-// raiseTag raises a tag's epoch to n; past maxEpochTags the tags are
-// forgotten and the floor rises past every epoch forgotten.
-func (e *epochs) raiseTag(k string, n uint64) {
-	if e.tags == nil {
-		e.tags = make(map[string]uint64)
-	}
-	if _, ok := e.tags[k]; !ok && len(e.tags) >= maxEpochTags {
-		for _, ep := range e.tags {
-			e.tagFloor = max(e.tagFloor, ep)
-		}
-		e.tagFloor = max(e.tagFloor, n)
-		clear(e.tags)
-		return
-	}
-	e.tags[k] = max(e.tags[k], n)
-}
-
-// maxEpochTables bounds the tables whose epochs are kept one by one, so
-// that writes to ever new names (or invalidations naming them) cannot grow
-// memory without bound.
-const maxEpochTables = 4096
-
-func (e *epochs) raiseAll(n uint64) {
-	for {
-		old := e.all.Load()
-		if old >= n || e.all.CompareAndSwap(old, n) {
-			return
-		}
-	}
-}
-
-// unchangedSince reports whether no write to tables (any write, when the
-// tables are unknown) happened after sequence seq. A write whose number was
-// taken but whose tables are not yet stamped is not seen: it has not
-// returned to its caller yet, so a read may still be ordered before it.
-func (e *epochs) unchangedSince(seq uint64, tables []string, known bool) bool {
-	return e.unchangedFor(seq, tables, known, nil)
-}
-
-// unchangedFor is unchangedSince for a read that depends, in the table
-// rows names, only on the rows its tags select (rows nil: on every row).
-func (e *epochs) unchangedFor(seq uint64, tables []string, known bool, rows *rowDeps) bool {
-	if !known {
-		return e.seq.Load() == seq
-	}
-	if e.all.Load() > seq {
-		return false
-	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	for _, t := range tables {
-		k := tableKey(t)
-		te := e.tables[k]
-		switch {
-		case te == nil:
-		case rows != nil && k == rows.table:
-			if te.coarse > seq {
-				return false
-			}
-			for _, ps := range te.sets {
-				if ps.epoch > seq && disjoint(ps.cols, rows.cols) {
-					return false // it may have touched any row this read selects
-				}
-			}
-		case te.any > seq:
-			return false
-		}
-	}
-	if rows != nil {
-		if e.tagFloor > seq {
-			return false
-		}
-		for _, k := range rows.keys {
-			if e.tags[k] > seq {
-				return false
-			}
-		}
-	}
-	// Again under the lock: a bump past maxEpochTables moves its tables'
-	// epochs into "all" before it clears them.
-	return e.all.Load() <= seq
-}
-
-// disjoint reports whether the sorted sets a and b share no element.
-func disjoint(a, b []string) bool {
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch c := strings.Compare(a[i], b[j]); {
-		case c == 0:
-			return false
-		case c < 0:
-			i++
-		default:
-			j++
-		}
-	}
-	return true
-}
-
 // tableKey is the name under which a table's epoch is kept: without its
-// schema (the scanner drops it; annotations and Invalidate may not) and
-// without regard to case. Two tables that differ only there share an epoch:
-// a write to one also ends the other's reuse, which is only ever safe.
-func tableKey(name string) string {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	return strings.ToLower(strings.Trim(name, `"`))
-}
+// schema and without regard to case (epoch.TableKey).
+func tableKey(name string) string { return epoch.TableKey(name) }
 
 // bump records a write through the Shield to tables (every table, when
 // not known).
@@ -1127,7 +894,7 @@ func (s *Shield) startWrite(w write) bool {
 	if ts := s.tier; ts != nil {
 		ts.begin(writeKeys(w))
 	}
-	s.epochs.bumpRows(w.tables, w.known, w.rows)
+	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	return true
 }
 
@@ -1146,7 +913,7 @@ func (s *Shield) finishWrite(w write) {
 	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
 		return
 	}
-	s.epochs.bumpRows(w.tables, w.known, w.rows)
+	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	s.publishWrite(w)
 }
 
@@ -1157,7 +924,7 @@ func writeKeys(w write) []string {
 	if len(w.rows) > 0 {
 		all = slices.Clone(w.tables)
 		for _, rw := range w.rows {
-			all = append(all, rw.table)
+			all = append(all, rw.Table)
 		}
 	}
 	return epochKeys(all, w.known)

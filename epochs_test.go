@@ -1,106 +1,34 @@
 package sqlflight
 
+// The epochs' own tests are internal/epoch's; these are the Shield's.
+
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// epochOf is the epoch of one table, for tests.
-func (e *epochs) epochOf(table string) uint64 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if te := e.tables[tableKey(table)]; te != nil {
-		return te.any
-	}
-	return 0
+// pinSet is the last write to a table that pinned exactly columns cols, as
+// the in-memory tier (memTier) keeps it.
+type pinSet struct {
+	cols  []string // sorted
+	epoch uint64
 }
 
-// checkBumped fails t unless every table (or "all") shows at least n, the
-// number the bump that just returned took, and no flight that started
-// before it may be joined.
-func checkBumped(t *testing.T, e *epochs, tables []string, known bool, n uint64) {
-	if !known {
-		if a := e.all.Load(); a < n {
-			t.Errorf("all = %d after a write numbered %d returned", a, n)
-		}
-		if e.unchangedSince(n-1, []string{"x"}, true) {
-			t.Errorf("a flight from before write %d (all) is still joinable", n)
-		}
-		return
-	}
-	for _, tb := range tables {
-		if got := e.epochOf(tb); got < n {
-			t.Errorf("epoch of %s = %d after a write numbered %d returned", tb, got, n)
+// disjoint reports whether the sorted sets a and b share no element.
+func disjoint(a, b []string) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch c := strings.Compare(a[i], b[j]); {
+		case c == 0:
+			return false
+		case c < 0:
+			i++
+		default:
+			j++
 		}
 	}
-	if e.unchangedSince(n-1, tables, true) {
-		t.Errorf("a flight from before write %d to %v is still joinable", n, tables)
-	}
-}
-
-// TestEpochsOnlyMoveForward bumps the same tables and "all" from many
-// goroutines at once: however the stores interleave, after each bump the
-// epochs it stamped are at least the number it took, and every epoch read
-// by a watcher never goes down.
-func TestEpochsOnlyMoveForward(t *testing.T) {
-	var e epochs
-	sets := [][]string{{"a"}, {"a", "b"}, {"B", "public.c"}, {"c", "a"}}
-	const writers, rounds = 8, 3000
-	stop, watch := watchEpochs(t, &e, "a", "b", "c")
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := range rounds {
-				if t.Failed() {
-					return
-				}
-				tables, known := sets[(w+i)%len(sets)], (w+i)%5 != 0
-				n := e.bump(tables, known)
-				checkBumped(t, &e, tables, known, n)
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	watch.Wait()
-	if got, want := e.now(), uint64(writers*rounds); !t.Failed() && got != want {
-		t.Errorf("sequence = %d, want %d", got, want)
-	}
-}
-
-// TestEpochsJoinability is the property the epochs exist for, under
-// concurrent writes: a flight whose sequence was taken before a write
-// numbered n is never joinable once that write returned, and one taken
-// after every write returned is.
-func TestEpochsJoinability(t *testing.T) {
-	var e epochs
-	tables := []string{"t"}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range 2000 {
-				before := e.now()
-				n := e.bump(tables, true)
-				if n <= before {
-					t.Errorf("write took %d after the sequence was %d", n, before)
-					return
-				}
-				if e.unchangedSince(before, tables, true) || e.unchangedSince(before, tables, false) {
-					t.Errorf("flight at %d joinable after write %d returned", before, n)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	now := e.now()
-	if !e.unchangedSince(now, tables, true) || !e.unchangedSince(now, tables, false) {
-		t.Error("a flight started after every write is not joinable")
-	}
-	if e.unchangedSince(now-1, tables, true) {
-		t.Error("the last write left its table's epoch behind")
-	}
+	return true
 }
 
 // TestInvalidationMessagesOnlyMoveEpochsForward applies other instances'
@@ -132,17 +60,17 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 				default:
 					inv.Tables = []string{"orders", "lines"}[:1+i%2]
 				}
-				before := s.epochs.now()
+				before := s.epochs.Now()
 				s.onInvalidation(inv)
 				// The message's number is above before: the epochs it
 				// stamped must be too.
 				switch {
 				case inv.All || inv.Resync:
-					if s.epochs.unchangedSince(before, []string{"orders"}, true) {
+					if s.epochs.UnchangedSince(before, []string{"orders"}, true) {
 						t.Errorf("all-tables message left a flight at %d joinable", before)
 					}
 				default:
-					if s.epochs.unchangedSince(before, inv.Tables, true) {
+					if s.epochs.UnchangedSince(before, inv.Tables, true) {
 						t.Errorf("message for %v left a flight at %d joinable", inv.Tables, before)
 					}
 				}
@@ -151,9 +79,9 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	}
 	wg.Go(func() { // local writes meanwhile
 		for range 1500 {
-			before := s.epochs.now()
-			s.epochs.bump([]string{"orders"}, true)
-			if s.epochs.unchangedSince(before, []string{"orders"}, true) {
+			before := s.epochs.Now()
+			s.epochs.Bump([]string{"orders"}, true)
+			if s.epochs.UnchangedSince(before, []string{"orders"}, true) {
 				t.Errorf("local write left a flight at %d joinable", before)
 				return
 			}
@@ -183,9 +111,9 @@ func watchEpochs(t *testing.T, e *epochs, tables ...string) (chan struct{}, *syn
 			default:
 			}
 			for i, tb := range tables {
-				cur[i] = e.epochOf(tb)
+				cur[i] = e.TableEpoch(tb)
 			}
-			cur[len(tables)] = e.all.Load()
+			cur[len(tables)] = e.AllEpoch()
 			for i := range cur {
 				if cur[i] < last[i] {
 					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])

@@ -125,9 +125,9 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	s.feedStats.Add(f)
 	k := <-h.sinks
 	changed := func(do func(), table string) bool {
-		seq := s.epochs.now()
+		seq := s.epochs.Now()
 		do()
-		return !s.epochs.unchangedFor(seq, []string{table}, true, nil)
+		return !s.epochs.UnchangedFor(seq, []string{table}, true, nil)
 	}
 	v := "5"
 	if !changed(func() {

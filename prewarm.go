@@ -376,7 +376,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 
 // fresh reports whether e, a cached entry or nil, is fresh for f's policy.
 func (w *warmer) fresh(e *entry, f *fate) bool {
-	return e != nil && w.s.epochs.unchangedFor(e.seq, f.tables, f.known, f.rows) &&
+	return e != nil && w.s.epochs.UnchangedFor(e.seq, f.tables, f.known, f.rows) &&
 		w.s.judge(e, f.plan.pol).At(w.s.opts.Clock.Now()) == fresh.Fresh
 }
 
@@ -433,14 +433,14 @@ func (w *warmer) load(ctx context.Context, rd *read) {
 		w.skip()
 		return
 	}
-	seq := s.epochs.now()
+	seq := s.epochs.Now()
 	e, err := s.fetchShared(ctx, rd, seq)
 	if err != nil || e == nil {
 		w.skip()
 		return
 	}
 	s.tier.stats.hits.Add(1)
-	if s.epochs.unchangedFor(seq, rd.tables, rd.known, rd.rows) {
+	if s.epochs.UnchangedFor(seq, rd.tables, rd.known, rd.rows) {
 		w.st.Put(e, s.opts.Clock.Now())
 		w.st.Wait()
 	}

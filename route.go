@@ -612,7 +612,7 @@ func (w *writeSet) add(wr write) {
 	w.tables = append(w.tables, wr.tables...)
 	for _, rw := range wr.rows {
 		if len(w.rows) >= maxTxRows {
-			w.tables = append(w.tables, rw.table) // too many to remember: the table
+			w.tables = append(w.tables, rw.Table) // too many to remember: the table
 			continue
 		}
 		w.rows = append(w.rows, rw)

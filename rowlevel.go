@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -49,24 +50,15 @@ const (
 	maxFilterText = 64 << 10
 )
 
-// rowDeps are the rows of one table a read depends on: those whose column
-// cols[i] has one of the values its tags name.
-type rowDeps struct {
-	table string   // tableKey
-	cols  []string // the tagged columns, sorted
-	keys  []string // tagKey of each (column, value)
-}
+// rowDeps are the rows of one table a read depends on (epoch.RowDeps).
+type rowDeps = epoch.RowDeps
 
-// rowWrite is a write to one table whose touched rows are known to have,
-// before and after the write, column c equal to one of pins[c] (or NULL).
-// Columns not in pins are not known; a rowWrite without pins is a write to
-// the whole table.
-type rowWrite struct {
-	table string // tableKey
-	pins  map[string][]string
-}
+// rowWrite is a write to one table whose touched rows are known to have
+// pinned values (epoch.RowWrite).
+type rowWrite = epoch.RowWrite
 
-func tagKey(table, col, val string) string { return table + "\x00" + col + "\x00" + val }
+// tagKey is the key of the tag (table, col, val) (epoch.TagKey).
+func tagKey(table, col, val string) string { return epoch.TagKey(table, col, val) }
 
 // rowColumns remembers the classes of the columns of tables (by tableKey,
 // over every schema's table of that name), learned from the catalog under
@@ -204,26 +196,26 @@ func newReadFilter(rf *sqlscan.RowFilter, table string, cols map[string]colClass
 // deps returns the tags of one read of the filter's shape with args, or nil
 // (judged by its table).
 func (rf *readFilter) deps(args []driver.NamedValue) *rowDeps {
-	d := &rowDeps{table: rf.table}
+	d := &rowDeps{Table: rf.table}
 	for i, c := range rf.conds {
 		vals, ok := operandValues(rf.classes[i], c.Values, args)
 		if !ok {
 			continue // the other conditions still bound the rows read
 		}
-		if !slices.Contains(d.cols, c.Column) {
-			d.cols = append(d.cols, c.Column)
+		if !slices.Contains(d.Cols, c.Column) {
+			d.Cols = append(d.Cols, c.Column)
 		}
 		for _, v := range vals {
-			d.keys = append(d.keys, tagKey(rf.table, c.Column, v))
+			d.Keys = append(d.Keys, tagKey(rf.table, c.Column, v))
 		}
-		if len(d.keys) > maxReadTags {
+		if len(d.Keys) > maxReadTags {
 			return nil
 		}
 	}
-	if len(d.cols) == 0 {
+	if len(d.Cols) == 0 {
 		return nil
 	}
-	slices.Sort(d.cols)
+	slices.Sort(d.Cols)
 	return d
 }
 
@@ -319,7 +311,7 @@ func (c *conn) rowWriteOf(f *fate, st *sqlscan.Statement, closure []string) (row
 	if len(pins) == 0 {
 		return rowWrite{}, false
 	}
-	return rowWrite{table: table, pins: pins}, true
+	return rowWrite{Table: table, Pins: pins}, true
 }
 
 // changeRows returns what one change from a feed proves about the rows it
@@ -366,15 +358,15 @@ func (s *Shield) changeRows(ch change) (rowWrite, bool) {
 	if len(pins) == 0 {
 		return rowWrite{}, false
 	}
-	return rowWrite{table: table, pins: pins}, true
+	return rowWrite{Table: table, Pins: pins}, true
 }
 
 // mergeRows returns one rowWrite for two writes to one table: the columns
 // both pin, to the values either does; false when no column is left.
 func mergeRows(a, b rowWrite) (rowWrite, bool) {
-	out := rowWrite{table: a.table, pins: map[string][]string{}}
-	for col, va := range a.pins {
-		vb, ok := b.pins[col]
+	out := rowWrite{Table: a.Table, Pins: map[string][]string{}}
+	for col, va := range a.Pins {
+		vb, ok := b.Pins[col]
 		if !ok {
 			continue
 		}
@@ -382,8 +374,8 @@ func mergeRows(a, b rowWrite) (rowWrite, bool) {
 		slices.Sort(vals)
 		vals = slices.Compact(vals)
 		if len(vals) <= maxPinValues {
-			out.pins[col] = vals
+			out.Pins[col] = vals
 		}
 	}
-	return out, len(out.pins) > 0
+	return out, len(out.Pins) > 0
 }

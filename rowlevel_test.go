@@ -11,96 +11,21 @@ import (
 // tagged is a read of table depending on the rows whose column cols[i]
 // equals one of vals[i].
 func tagged(table string, cols []string, vals ...[]string) *rowDeps {
-	d := &rowDeps{table: table, cols: cols}
+	d := &rowDeps{Table: table, Cols: cols}
 	for i, c := range cols {
 		for _, v := range vals[i] {
-			d.keys = append(d.keys, tagKey(table, c, v))
+			d.Keys = append(d.Keys, tagKey(table, c, v))
 		}
 	}
 	return d
 }
 
 func pinned(table string, kv ...any) rowWrite {
-	rw := rowWrite{table: table, pins: map[string][]string{}}
+	rw := rowWrite{Table: table, Pins: map[string][]string{}}
 	for i := 0; i < len(kv); i += 2 {
-		rw.pins[kv[i].(string)] = kv[i+1].([]string)
+		rw.Pins[kv[i].(string)] = kv[i+1].([]string)
 	}
 	return rw
-}
-
-func TestEpochsRowLevel(t *testing.T) {
-	items := []string{"items"}
-	id5 := tagged("items", []string{"id"}, []string{"5"})
-	id6 := tagged("items", []string{"id"}, []string{"6"})
-	tenant7 := tagged("items", []string{"tenant_id"}, []string{"7"})
-	tenant7id5 := tagged("items", []string{"id", "tenant_id"}, []string{"5"}, []string{"7"})
-	in56 := tagged("items", []string{"id"}, []string{"5", "6"})
-
-	for _, c := range []struct {
-		name  string
-		write func(e *epochs)
-		stale map[string]bool // which reads the write ends
-	}{
-		{"pinned id=5", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"5"})}) },
-			map[string]bool{"id5": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
-		{"pinned id=6", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"6"})}) },
-			map[string]bool{"id6": true, "tenant7": true, "in56": true, "table": true}},
-		{"key moved 5→9", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"5", "9"})}) },
-			map[string]bool{"id5": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
-		{"pinned tenant=8", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{pinned("items", "tenant_id", []string{"8"})}) },
-			map[string]bool{"id5": true, "id6": true, "in56": true, "table": true}},
-		{"pinned tenant=7", func(e *epochs) {
-			e.bumpRows(nil, true, []rowWrite{pinned("items", "tenant_id", []string{"7"})})
-		}, map[string]bool{"id5": true, "id6": true, "in56": true, "tenant7": true, "tenant7id5": true, "table": true}},
-		{"whole table", func(e *epochs) { e.bump(items, true) },
-			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
-		{"rows without pins", func(e *epochs) { e.bumpRows(nil, true, []rowWrite{{table: "items"}}) },
-			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
-		{"unknown tables", func(e *epochs) { e.bump(nil, false) },
-			map[string]bool{"id5": true, "id6": true, "tenant7": true, "tenant7id5": true, "in56": true, "table": true}},
-		{"another table", func(e *epochs) { e.bumpRows([]string{"other"}, true, []rowWrite{pinned("more", "id", []string{"5"})}) },
-			map[string]bool{}},
-	} {
-		var e epochs
-		e.bump([]string{"warmup"}, true)
-		seq := e.now()
-		c.write(&e)
-		for name, rows := range map[string]*rowDeps{"id5": id5, "id6": id6, "tenant7": tenant7,
-			"tenant7id5": tenant7id5, "in56": in56, "table": nil} {
-			if got := !e.unchangedFor(seq, items, true, rows); got != c.stale[name] {
-				t.Errorf("%s: read %s ended = %v, want %v", c.name, name, got, c.stale[name])
-			}
-		}
-		// A flight that starts after the write is never ended by it.
-		if !e.unchangedFor(e.now(), items, true, id5) || !e.unchangedFor(e.now(), items, true, nil) {
-			t.Errorf("%s: a read that started after the write is ended", c.name)
-		}
-	}
-}
-
-func TestEpochsRowBounds(t *testing.T) {
-	var e epochs
-	id5 := tagged("items", []string{"id"}, []string{"5"})
-	seq := e.now()
-	// Past maxEpochTags values the tags are forgotten: the floor ends
-	// every tagged read older than the forgetting write.
-	for i := range maxEpochTags + 1 {
-		e.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{fmt.Sprint(1000 + i)})})
-	}
-	if e.unchangedFor(seq, []string{"items"}, true, id5) {
-		t.Fatal("a tagged read survived the tags it depended on being forgotten")
-	}
-	// Past maxPinSets sets of pinned columns, a write counts as a write to
-	// the whole table.
-	var f epochs
-	for i := range maxPinSets {
-		f.bumpRows(nil, true, []rowWrite{pinned("items", fmt.Sprintf("c%d", i), []string{"1"})})
-	}
-	seq = f.now()
-	f.bumpRows(nil, true, []rowWrite{pinned("items", "id", []string{"6"})})
-	if f.unchangedFor(seq, []string{"items"}, true, id5) {
-		t.Fatal("a write past the pin-set bound left a tagged read of another value")
-	}
 }
 
 func TestReadFilterTags(t *testing.T) {
@@ -115,7 +40,7 @@ func TestReadFilterTags(t *testing.T) {
 		{Ordinal: 3, Value: "9.5"}}
 	d := f.deps(args)
 	want := tagged("items", []string{"id", "tenant_id"}, []string{"6", "7"}, []string{"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"})
-	if d == nil || fmt.Sprint(d.cols) != fmt.Sprint(want.cols) || len(d.keys) != 3 {
+	if d == nil || fmt.Sprint(d.Cols) != fmt.Sprint(want.Cols) || len(d.Keys) != 3 {
 		t.Fatalf("deps = %+v, want %+v", d, want)
 	}
 	// A parameter the server typed otherwise than its column: no tag on it.
@@ -124,7 +49,7 @@ func TestReadFilterTags(t *testing.T) {
 	}
 	// A value that cannot be put in canonical form leaves its condition out.
 	args[1].Value = 6.5
-	if d := f.deps(args); d == nil || fmt.Sprint(d.cols) != "[tenant_id]" {
+	if d := f.deps(args); d == nil || fmt.Sprint(d.Cols) != "[tenant_id]" {
 		t.Fatalf("deps with a float id = %+v", d)
 	}
 }
@@ -189,10 +114,10 @@ func TestApplyChangesRows(t *testing.T) {
 		if c.known {
 			s.rowCols.set("items", map[string]colClass{"id": classInt, "tenant_id": classInt}, s.schemaGen.Load())
 		}
-		seq := s.epochs.now()
+		seq := s.epochs.Now()
 		s.applyChanges(c.cs)
 		for name, rows := range reads {
-			if got := !s.epochs.unchangedFor(seq, []string{"items"}, true, rows); got != c.stale[name] {
+			if got := !s.epochs.UnchangedFor(seq, []string{"items"}, true, rows); got != c.stale[name] {
 				t.Errorf("%s: read %s ended = %v, want %v", c.name, name, got, c.stale[name])
 			}
 		}

@@ -140,11 +140,11 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 		{All: true, Seq: good.Seq, Source: "other", Tag: good.Tag},
 		{Tables: []string{"items"}, Seq: good.Seq, Source: "another", Tag: good.Tag},
 	}
-	before := s.epochs.now()
+	before := s.epochs.Now()
 	for _, inv := range forged {
 		s.onInvalidation(inv)
 	}
-	if n := s.epochs.now(); n != before {
+	if n := s.epochs.Now(); n != before {
 		t.Fatalf("epochs moved from %d to %d", before, n)
 	}
 	if readN(t, f[0].db, ttlQuery, 1); f[0].c.d.queries.Load() != 1 || s.Stats().FreshHits != 1 {
@@ -169,20 +169,18 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 // moves back.
 func TestEpochsAreBounded(t *testing.T) {
 	var e epochs
-	first := e.bump([]string{"t0"}, true)
+	first := e.Bump([]string{"t0"}, true)
 	for i := 1; i <= maxEpochTables+10; i++ {
-		n := e.bump([]string{fmt.Sprint("t", i)}, true)
-		if e.unchangedSince(n-1, []string{fmt.Sprint("t", i)}, true) {
+		n := e.Bump([]string{fmt.Sprint("t", i)}, true)
+		if e.UnchangedSince(n-1, []string{fmt.Sprint("t", i)}, true) {
 			t.Fatalf("write %d not seen", i)
 		}
 	}
-	e.mu.RLock()
-	size := len(e.tables)
-	e.mu.RUnlock()
+	size := e.Len()
 	if size > maxEpochTables {
 		t.Fatalf("%d epochs kept", size)
 	}
-	if e.unchangedSince(first, []string{"t0"}, true) {
+	if e.UnchangedSince(first, []string{"t0"}, true) {
 		t.Fatal("the write to t0 was forgotten")
 	}
 
@@ -192,8 +190,8 @@ func TestEpochsAreBounded(t *testing.T) {
 	for i := range maxEpochTables + 10 {
 		f.raise([]string{fmt.Sprint("t", i)}, false, uint64(100+i))
 	}
-	if len(f.e.tables) > maxEpochTables || f.admits(100, []string{"t0"}) || f.admits(99+maxEpochTables, []string{"t0"}) {
-		t.Fatalf("floor: %d tables, all %d", len(f.e.tables), f.e.all.Load())
+	if f.e.Len() > maxEpochTables || f.admits(100, []string{"t0"}) || f.admits(99+maxEpochTables, []string{"t0"}) {
+		t.Fatalf("floor: %d tables, all %d", f.e.Len(), f.e.AllEpoch())
 	}
 	tier := newMemTier(newFakeClock())
 	s := fleetOf(t, 1, tier, Options{})[0].s
@@ -204,9 +202,9 @@ func TestEpochsAreBounded(t *testing.T) {
 	for _, tables := range [][]string{many, {strings.Repeat("x", shared.MaxTableName+1)}} {
 		inv := Invalidation{Tables: tables, Seq: 1 << 41, Source: "other"}
 		inv.Tag = s.tier.ring.MessageTag(s.tier.ns, inv.Seq, false, inv.Source, tables)
-		before := s.epochs.all.Load()
+		before := s.epochs.AllEpoch()
 		s.onInvalidation(inv)
-		if s.epochs.all.Load() == before || len(s.epochs.tables) != 0 {
+		if s.epochs.AllEpoch() == before || s.epochs.Len() != 0 {
 			t.Fatalf("%d tables of up to %d bytes were kept one by one", len(tables), len(tables[0]))
 		}
 	}
@@ -338,12 +336,12 @@ func TestRowMessages(t *testing.T) {
 	s := f[1].s
 	id6 := tagged("items", []string{"id"}, []string{"6"})
 	id5 := tagged("items", []string{"id"}, []string{"5"})
-	at := s.epochs.now()
+	at := s.epochs.Now()
 	f[0].s.bumpWrite(write{known: true, rows: []rowWrite{pinned("items", "id", []string{"5"})}})
 	if len(got) != 1 || len(got[0].Rows) != 1 || len(got[0].Tables) != 0 || got[0].All {
 		t.Fatalf("%+v", got)
 	}
-	if !s.epochs.unchangedFor(at, []string{"items"}, true, id6) || s.epochs.unchangedFor(at, []string{"items"}, true, id5) {
+	if !s.epochs.UnchangedFor(at, []string{"items"}, true, id6) || s.epochs.UnchangedFor(at, []string{"items"}, true, id5) {
 		t.Fatal("the other instance did not apply the row write as one")
 	}
 	if !s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id5) {
@@ -358,12 +356,12 @@ func TestRowMessages(t *testing.T) {
 	forged3 := got[0]
 	forged3.Rows = nil
 	forged3.Tables = []string{"items"}
-	at = s.epochs.now()
+	at = s.epochs.Now()
 	rejected := s.Stats().InvalidationsRejected
 	for _, inv := range []Invalidation{forged, forged2, forged3} {
 		s.onInvalidation(inv)
 	}
-	if s.epochs.now() != at || s.Stats().InvalidationsRejected != rejected+3 {
+	if s.epochs.Now() != at || s.Stats().InvalidationsRejected != rejected+3 {
 		t.Fatalf("forged rows applied: %+v", s.Stats())
 	}
 
@@ -373,12 +371,12 @@ func TestRowMessages(t *testing.T) {
 		many[i] = fmt.Sprint(1000 + i)
 	}
 	got = nil
-	at = s.epochs.now()
+	at = s.epochs.Now()
 	f[0].s.bumpWrite(write{known: true, rows: []rowWrite{pinned("items", "id", many), pinned("other", "id", []string{"1"})}})
 	if len(got) != 1 || fmt.Sprint(got[0].Tables) != "[items]" || len(got[0].Rows) != 1 || got[0].Rows[0].Table != "other" {
 		t.Fatalf("%+v", got)
 	}
-	if s.epochs.unchangedFor(at, []string{"items"}, true, id6) {
+	if s.epochs.UnchangedFor(at, []string{"items"}, true, id6) {
 		t.Fatal("a row write past the bounds was not applied to its table")
 	}
 	// A well-authenticated message past the bounds (from a publisher with
@@ -394,10 +392,10 @@ func TestRowMessages(t *testing.T) {
 	} {
 		inv := Invalidation{Rows: c.rows, Seq: tier.seq + 100, Source: "other"}
 		inv.Tag = s.tier.ring.MessageTagRows(s.tier.ns, inv.Seq, false, inv.Source, nil, shared.RowsFlat(inv.Rows))
-		at = s.epochs.now()
-		allBefore := s.epochs.all.Load()
+		at = s.epochs.Now()
+		allBefore := s.epochs.AllEpoch()
 		s.onInvalidation(inv)
-		if c.all != (s.epochs.all.Load() != allBefore) || s.epochs.unchangedFor(at, []string{"items"}, true, id6) && !c.all {
+		if c.all != (s.epochs.AllEpoch() != allBefore) || s.epochs.UnchangedFor(at, []string{"items"}, true, id6) && !c.all {
 			t.Errorf("%q: not applied to the table (all: %v)", c.rows, c.all)
 		}
 	}

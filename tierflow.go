@@ -249,7 +249,7 @@ func (s *Shield) releaseLease(rd *read) {
 func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 	f.fromShared = e // its followers judge its age by their own policies
 	s.tier.stats.hits.Add(1)
-	if !s.epochs.unchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
+	if !s.epochs.UnchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
 		return
 	}
 	st.Put(e, s.opts.Clock.Now())

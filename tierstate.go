@@ -203,7 +203,7 @@ func (f *fleetFloor) raise(tables []string, all bool, seq uint64) {
 // raiseRows records a write of fleet sequence seq to tables (every table
 // when all) and to the rows that rows pin.
 func (f *fleetFloor) raiseRows(tables []string, all bool, rows []rowWrite, seq uint64) {
-	f.e.stamp(seq, tables, !all, rows)
+	f.e.Stamp(seq, tables, !all, rows)
 }
 
 // learn raises the floors of names (epoch names, see SharedStore.Fetch)
@@ -215,18 +215,18 @@ func (f *fleetFloor) learn(names []string, epochs []uint64, seq uint64) {
 			continue
 		}
 		if i >= len(names) {
-			f.e.raiseAll(ep)
+			f.e.RaiseAll(ep)
 			continue
 		}
 		name := names[i]
 		table, rest, rows := strings.Cut(name, "\x00")
 		switch {
 		case !rows:
-			f.e.raiseTable(table, false, ep)
+			f.e.RaiseTable(table, false, ep)
 		case rest == "c":
-			f.e.raiseTable(table, true, ep)
+			f.e.RaiseTable(table, true, ep)
 		case strings.HasPrefix(rest, "t"):
-			f.e.raiseTagAbove(table+"\x00"+rest[1:], ep)
+			f.e.RaiseTagAbove(table+"\x00"+rest[1:], ep)
 		case strings.HasPrefix(rest, "p"):
 			f.mu.Lock()
 			old, ok := f.learned[name]
@@ -239,7 +239,7 @@ func (f *fleetFloor) learn(names []string, epochs []uint64, seq uint64) {
 				f.mu.Unlock()
 			default:
 				f.mu.Unlock()
-				f.e.raiseTable(table, true, ep)
+				f.e.RaiseTable(table, true, ep)
 			}
 		}
 	}
@@ -255,7 +255,7 @@ func (f *fleetFloor) admits(version uint64, tables []string) bool {
 // depends on the rows of its table that rows names (nil: on every row),
 // may be newer than every write to them this instance knows of.
 func (f *fleetFloor) admitsRows(version uint64, tables []string, rows *rowDeps) bool {
-	if version == 0 || !f.e.unchangedFor(version-1, tables, true, rows) {
+	if version == 0 || !f.e.UnchangedFor(version-1, tables, true, rows) {
 		return false
 	}
 	if rows == nil {
@@ -266,45 +266,6 @@ func (f *fleetFloor) admitsRows(version uint64, tables []string, rows *rowDeps) 
 	return f.learned[pinSetName(rows)] < version
 }
 
-// raiseTable raises the epoch of table k (a tableKey) to n, and its coarse
-// epoch with it when coarse, within maxEpochTables.
-func (e *epochs) raiseTable(k string, coarse bool, n uint64) {
-	e.mu.RLock()
-	te := e.tables[k]
-	done := te != nil && te.any >= n && (!coarse || te.coarse >= n)
-	e.mu.RUnlock()
-	if done || e.all.Load() >= n {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tables == nil {
-		e.tables = make(map[string]*tableEpochs)
-	}
-	if _, ok := e.tables[k]; !ok && len(e.tables) >= maxEpochTables {
-		e.forgetTables(n)
-		return
-	}
-	te = e.table(k)
-	te.any = max(te.any, n)
-	if coarse {
-		te.coarse = max(te.coarse, n)
-	}
-}
-
-// raiseTagAbove raises the epoch of tag k to n unless it is already there.
-func (e *epochs) raiseTagAbove(k string, n uint64) {
-	e.mu.RLock()
-	done := e.tags[k] >= n || e.tagFloor >= n
-	e.mu.RUnlock()
-	if done {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.raiseTag(k, n)
-}
-
 // fleetRows returns the row writes of rws as an invalidation carries them:
 // a row write without pins is a write to its table (Table alone).
 func fleetRows(rws []rowWrite) []RowPins {
@@ -313,10 +274,10 @@ func fleetRows(rws []rowWrite) []RowPins {
 	}
 	out := make([]RowPins, 0, len(rws))
 	for _, rw := range rws {
-		rp := RowPins{Table: rw.table, Columns: slices.Sorted(maps.Keys(rw.pins))}
+		rp := RowPins{Table: rw.Table, Columns: slices.Sorted(maps.Keys(rw.Pins))}
 		rp.Values = make([][]string, len(rp.Columns))
 		for i, c := range rp.Columns {
-			rp.Values[i] = rw.pins[c]
+			rp.Values[i] = rw.Pins[c]
 		}
 		out = append(out, rp)
 	}
@@ -331,9 +292,9 @@ func localRows(rows []RowPins) []rowWrite {
 	}
 	out := make([]rowWrite, 0, len(rows))
 	for _, rp := range rows {
-		rw := rowWrite{table: tableKey(rp.Table), pins: make(map[string][]string, len(rp.Columns))}
+		rw := rowWrite{Table: tableKey(rp.Table), Pins: make(map[string][]string, len(rp.Columns))}
 		for i, c := range rp.Columns {
-			rw.pins[c] = slices.Clip(rp.Values[i])
+			rw.Pins[c] = slices.Clip(rp.Values[i])
 		}
 		out = append(out, rw)
 	}
@@ -343,7 +304,7 @@ func localRows(rows []RowPins) []rowWrite {
 // pinSetName is the epoch name (see SharedStore.Fetch) of the last write
 // to rows' table pinned on no column of the read's.
 func pinSetName(rows *rowDeps) string {
-	return rows.table + "\x00p" + strings.Join(rows.cols, "\x00")
+	return rows.Table + "\x00p" + strings.Join(rows.Cols, "\x00")
 }
 
 // sharedEpochNames returns the epoch names a read of tables checks: the
@@ -351,17 +312,17 @@ func pinSetName(rows *rowDeps) string {
 // that table's coarse epoch, its pin-set epoch and its tags' epochs.
 func sharedEpochNames(tables []string, rows *rowDeps) []string {
 	keys := epochKeys(tables, true)
-	if rows == nil || !slices.Contains(keys, rows.table) {
+	if rows == nil || !slices.Contains(keys, rows.Table) {
 		return keys
 	}
-	out := make([]string, 0, len(keys)+2+len(rows.keys))
+	out := make([]string, 0, len(keys)+2+len(rows.Keys))
 	for _, k := range keys {
-		if k != rows.table {
+		if k != rows.Table {
 			out = append(out, k)
 			continue
 		}
 		out = append(out, k+"\x00c", pinSetName(rows))
-		for _, tk := range rows.keys {
+		for _, tk := range rows.Keys {
 			out = append(out, k+"\x00t"+tk[len(k)+1:])
 		}
 	}
@@ -388,7 +349,7 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 	switch {
 	case inv.Resync:
 		// Writes may have been missed: nothing in L1 can be trusted.
-		s.epochs.bump(nil, false)
+		s.epochs.Bump(nil, false)
 		ts.stats.resyncs.Add(1)
 	case inv.Malformed ||
 		!ts.trustMessages && !ts.ring.CheckMessageRows(inv.Tag, ts.ns, inv.Seq, inv.All, inv.Source, inv.Tables, shared.RowsFlat(inv.Rows)):
@@ -410,7 +371,7 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 			local = localRows(rows)
 		}
 		ts.floor.raiseRows(tables, all, local, inv.Seq)
-		s.epochs.bumpRows(tables, !all, local)
+		s.epochs.BumpRows(tables, !all, local)
 		ts.stats.received.Add(1) // once applied: a reader that sees the count sees the write
 	}
 }
