@@ -28,9 +28,6 @@ type NameStats struct {
 	OriginDuration   Histogram
 }
 
-// histogramBounds are the upper bounds, in seconds, of the duration buckets.
-var histogramBounds = stats.Bounds
-
 // histogram is the lock-free form of Histogram (stats.Durations).
 type histogram struct{ d stats.Durations }
 

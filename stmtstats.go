@@ -15,8 +15,6 @@ import (
 // with its hot keys), this file says what a call was.
 
 const (
-	// statementCapacity is how many statements are counted.
-	statementCapacity = stats.StatementCapacity
 	// hotKeyCapacity is how many keys are counted per statement.
 	hotKeyCapacity = stats.HotKeyCapacity
 	// maxWarmText bounds the text kept for pre-warming (prewarm.go), and
