@@ -5,81 +5,60 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/epoch"
+	fl "github.com/sqlflight/sqlflight/internal/flight"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
 // A flight is one origin execution of a key, shared by every caller that
-// joins it while it runs. Fields below done are written once, before done is
-// closed; waiters, leaderLeft, finished and handoff are guarded by
-// flightGroup.mu.
-type flight struct {
-	key    string
-	seq    uint64 // epoch sequence when the flight started
-	fills  bool   // its result goes to the cache: it runs on when nobody waits
-	done   chan struct{}
-	cancel context.CancelCauseFunc
+// joins it while it runs (internal/flight). Its Data is what the Shield
+// keeps with it (flightData).
+type flight = fl.Flight[result, flightData]
 
-	res       *result
-	err       error
-	notShared bool   // the result could not be shared: followers run their own query
-	lim       limits // the bounds of a shareable result, set by launch
+// flightData is what the Shield keeps with a flight, written by its leader
+// before the flight finishes and read by its callers after.
+type flightData struct {
+	lim limits // the bounds of a shareable result, set by launch
 	// fromShared is the shared tier's entry the flight was answered with
 	// (nil when it queried): a value filled earlier, which a follower
 	// stricter than the leader may not take.
 	fromShared *entry
-
-	waiters    int
-	leaderLeft bool
-	finished   bool
-	handoff    driver.Rows // the unshared result, streamed to the leader only
-
-	// A flight that had followers and caches nothing stays joinable for a
-	// while after it ended (lingers; joinOrLead). joined counts its
-	// followers, out its callers whose virtual connection has not gone back
-	// to database/sql's pool nor served another statement since.
-	started time.Time
-	joined  int
-	out     int
-	linger  time.Time // joinable until then, once finished
-	// id names a flight that may linger to the connections of its callers
-	// (conn.gave); 0 for one that fills the cache.
-	id uint64
 }
 
-// lingerIDs numbers the flights that may linger (flight.id).
-var lingerIDs atomic.Uint64
-
+// flightGroup is the Shield's group of flights, keyed by the full key of
+// their reads (internal/flight).
 type flightGroup struct {
-	mu   sync.Mutex
-	m    map[string]*flight
-	late *atomic.Uint64 // Stats.LateFollowers
+	fl.Group[result, flightData]
 }
-
-// maxLinger bounds how long an ended flight stays joinable (joinOrLead); it
-// lingers as long as it ran, at most this long.
-const maxLinger = time.Second
 
 var (
 	// errAbandoned cancels an origin nobody waits for any more.
-	errAbandoned = errors.New("sqlflight: origin abandoned by every caller")
+	errAbandoned = fl.ErrAbandoned
 	// errRetry tells a follower to try again: the leader's connection broke.
-	errRetry = errors.New("sqlflight: flight failed on the leader's connection")
+	errRetry = fl.ErrRetry
 	// errLeaderGone fails a flight whose leader left before its origin began.
-	errLeaderGone = errors.New("sqlflight: leader left before the origin started")
+	errLeaderGone = fl.ErrLeaderGone
 	// errNotShared tells a follower that the result went to the leader only.
-	errNotShared = errors.New("sqlflight: result not shared")
+	errNotShared = fl.ErrNotShared
 )
+
+// Owed returns where c keeps the flight its last caller owes (conn.owes):
+// c is a flight's Debtor.
+func (c *conn) Owed() *atomic.Pointer[flight] { return &c.owes }
+
+// Heir returns the flight c's caller may join as one of its herd for its
+// first statement (conn.heir), or 0.
+func (c *conn) Heir() uint64 { return c.heir.Load() }
 
 // read is one shareable read on its way through the Shield.
 type read struct {
@@ -319,8 +298,8 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			c.withdraw()
 		}
 		switch {
-		case err == nil && !lead && f.fromShared != nil &&
-			s.judge(f.fromShared, rd.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired:
+		case err == nil && !lead && f.Data.fromShared != nil &&
+			s.judge(f.Data.fromShared, rd.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired:
 			// Older than this follower's own policy allows: look again, or,
 			// after a few tries, ask the database itself.
 			_ = rows.Close()
@@ -374,7 +353,7 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // this, a herd would break into one flight per batch of callers its
 // connections let through, and its tail — the last queued callers, whose
 // connections all came back before they ran — into one more. The linger
-// ends with the flight's own duration (at most maxLinger); once the herd
+// ends with the flight's own duration (at most fl.MaxLinger); once the herd
 // is over — every caller gave its connection back, and nobody waited for
 // one — a read runs a flight of its own, however soon it comes.
 //
@@ -384,83 +363,28 @@ func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // again, so that no caller falls in between and starts a flight of its own.
 func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, c *conn, seen *entry) (*flight, bool) {
 	fills := st != nil
-	heir := c.heir.Load()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.m[key]
-	if f != nil && e.UnchangedFor(f.seq, tables, known, rows) {
-		switch {
-		case !f.finished:
-			f.waiters++
-			f.joined++
-			owe(c, f)
-			return f, false
-		case (f.out > 0 || heir != 0 && heir == f.id) && c.s.opts.Clock.Now().Before(f.linger):
-			g.late.Add(1)
-			owe(c, f)
-			return f, false
-		}
-	}
-	if fills && (f == nil || f.finished) {
-		if cur := st.Peek(key); cur != nil && cur != seen && e.UnchangedFor(cur.seq, tables, known, rows) {
-			return nil, false
-		}
-	}
-	// A flight older than a write to its tables stays out of the map (its
-	// own waiters still get its result); a new one replaces it.
-	f = &flight{key: key, seq: e.Now(), fills: fills, done: make(chan struct{}), waiters: 1, started: c.s.opts.Clock.Now()}
-	if !fills {
-		f.id = lingerIDs.Add(1)
-	}
-	g.m[key] = f
-	owe(c, f)
-	return f, true
-}
-
-// owe counts c among the callers of f, a flight that may linger, until its
-// connection goes back (release); g.mu is held.
-func owe(c *conn, f *flight) {
-	if f.fills {
-		return
-	}
-	if old := c.owes.Swap(f); old != nil {
-		old.out--
-	}
-	f.out++
+	return g.JoinOrLead(key, func(seq uint64) bool { return e.UnchangedFor(seq, tables, known, rows) }, fills,
+		func() bool {
+			cur := st.Peek(key)
+			return cur != nil && cur != seen && e.UnchangedFor(cur.seq, tables, known, rows)
+		}, c)
 }
 
 // release stops counting c among the callers of the flight it owes, and
 // returns that flight (nil if none): c went back to database/sql's pool,
 // or serves another statement.
-func (g *flightGroup) release(c *conn) *flight {
-	if c.owes.Load() == nil {
-		return nil
-	}
-	g.mu.Lock()
-	f := c.owes.Swap(nil)
-	if f != nil {
-		f.out--
-	}
-	g.mu.Unlock()
-	return f
-}
+func (g *flightGroup) release(c *conn) *flight { return g.Release(c) }
 
 // startRefresh starts a flight with no waiter for a background refresh of
 // the entry stale (nil: the key held none), unless the key already has one
 // running, or the store (st) holds another entry by now, from a flight that
 // ended since stale was read.
 func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known bool, rows *rowDeps, st *store, stale *entry) (*flight, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if f := g.m[key]; f != nil && !f.finished && e.UnchangedFor(f.seq, tables, known, rows) {
-		return nil, false
-	}
-	if cur := st.Peek(key); cur != nil && cur != stale && e.UnchangedFor(cur.seq, tables, known, rows) {
-		return nil, false // refreshed meanwhile
-	}
-	f := &flight{key: key, seq: e.Now(), fills: true, done: make(chan struct{}), leaderLeft: true}
-	g.m[key] = f
-	return f, true
+	return g.StartRefresh(key, func(seq uint64) bool { return e.UnchangedFor(seq, tables, known, rows) },
+		func() bool {
+			cur := st.Peek(key)
+			return cur != nil && cur != stale && e.UnchangedFor(cur.seq, tables, known, rows)
+		})
 }
 
 // refresh starts one background refresh of e, unless one runs or a failed
@@ -521,9 +445,9 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	}
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	timer := time.AfterFunc(timeout, func() { cancel(ErrOriginTimeout) })
-	f.cancel = cancel
+	f.SetCancel(cancel)
 	lim := s.limitsOf(pol)
-	f.lim = lim
+	f.Data.lim = lim
 	s.stats.inFlight.Add(1)
 	if inline {
 		s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
@@ -697,7 +621,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		_ = handoff.Close()
 		handoff = nil
 	}
-	if res != nil && st != nil && f.fills {
+	if res != nil && st != nil && f.Fills() {
 		filled = s.fill(st, f, rd, res, time.Since(start))
 	}
 	normal = true
@@ -707,11 +631,11 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 // started (its waiters still get it), and returns the entry it made (nil
 // after such a write; the shared tier takes it even if the store did not).
 func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
-	if !s.epochs.UnchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
+	if !s.epochs.UnchangedFor(f.Seq(), rd.tables, rd.known, rd.rows) {
 		return nil
 	}
 	now := s.opts.Clock.Now()
-	e := &entry{key: rd.key, res: res, empty: res.Empty(), filled: now, delta: delta, seq: f.seq, tables: rd.tables,
+	e := &entry{key: rd.key, res: res, empty: res.Empty(), filled: now, delta: delta, seq: f.Seq(), tables: rd.tables,
 		known: rd.known, version: rd.version}
 	e.jitter = fresh.Draw()
 	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
@@ -725,47 +649,15 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 // finish publishes the outcome of f to its waiters and removes it from the
 // group (a flight that fills the cache put its result there first, where
 // readers see it from then on: joinOrLead). An unshared result goes to the
-// leader if it still waits.
+// leader if it still waits, and the key is remembered as too large.
 func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
-	g := &s.flights
-	g.mu.Lock()
-	var linger time.Duration
-	if g.m[f.key] == f {
-		if f.joined > 0 && !f.fills && err == nil && res != nil && handoff == nil {
-			now := s.opts.Clock.Now()
-			linger = min(now.Sub(f.started), maxLinger)
-			f.linger = now.Add(linger)
-		} else {
-			delete(g.m, f.key)
-		}
-	}
-	f.res, f.err, f.finished = res, err, true
-	var orphan driver.Rows
+	var h io.Closer
 	if handoff != nil {
-		f.notShared = true
 		s.stats.tooLarge.Add(1)
-		s.tooLarge.add(f.key, f.lim, time.Now(), tooLargeMemory)
-		h := mirrorRows(handoff, handoff.res.Mask)
-		if f.leaderLeft {
-			orphan = h
-		} else {
-			f.handoff = h
-		}
+		s.tooLarge.add(f.Key(), f.Data.lim, time.Now(), tooLargeMemory)
+		h = mirrorRows(handoff, handoff.res.Mask)
 	}
-	close(f.done)
-	g.mu.Unlock()
-	if orphan != nil {
-		_ = orphan.Close()
-	}
-	if linger > 0 {
-		time.AfterFunc(linger, func() {
-			g.mu.Lock()
-			if g.m[f.key] == f {
-				delete(g.m, f.key)
-			}
-			g.mu.Unlock()
-		})
-	}
+	s.flights.Finish(f, res, err, h)
 }
 
 var errWaitExpired = errors.New("sqlflight: waited longer than wait=")
@@ -787,7 +679,7 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 		expired = t.C
 	}
 	select {
-	case <-f.done:
+	case <-f.Done():
 	case <-ctx.Done():
 		if s.leave(f, lead) {
 			return nil, ctx.Err()
@@ -799,51 +691,22 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 	}
 	// The flight is over.
 	if lead {
-		g := &s.flights
-		g.mu.Lock()
-		h := f.handoff
-		f.handoff = nil
-		g.mu.Unlock()
-		if h != nil {
-			return h, nil
+		if h := s.flights.Handoff(f); h != nil {
+			return h.(driver.Rows), nil
 		}
 	}
-	switch {
-	case f.err == nil && f.res != nil:
-		return newReplay(f.res), nil
-	case f.notShared:
-		return nil, errNotShared
-	case !lead && (errors.Is(f.err, driver.ErrBadConn) || f.err == errLeaderGone):
-		return nil, errRetry
+	res, err := f.Outcome(lead)
+	if err != nil {
+		return nil, err
 	}
-	return nil, f.err
+	return newReplay(res), nil
 }
 
 // leave takes a waiter off f and reports true; if f already finished it
 // reports false and the caller takes the result after all (so that a leader
 // never leaves a handoff behind). The last waiter to leave cancels the
 // origin, unless its result goes to the cache.
-func (s *Shield) leave(f *flight, lead bool) bool {
-	g := &s.flights
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if f.finished {
-		return false
-	}
-	f.waiters--
-	if lead {
-		f.leaderLeft = true
-	}
-	if f.waiters == 0 && !f.fills {
-		if g.m[f.key] == f {
-			delete(g.m, f.key)
-		}
-		if f.cancel != nil {
-			f.cancel(errAbandoned)
-		}
-	}
-	return true
-}
+func (s *Shield) leave(f *flight, lead bool) bool { return s.flights.Leave(f, lead) }
 
 // epochs orders writes and flights: every write through the Shield (and
 // every write another instance publishes) takes the next sequence number

@@ -277,11 +277,7 @@ func TestPanicAndGoexitFailTheFlightOnly(t *testing.T) {
 			waitFor(t, "callers", func() bool { return s.Stats().Waiting == n })
 			close(g.ch)
 			_, errs := wait()
-			waitFor(t, "flight gone", func() bool {
-				s.flights.mu.Lock()
-				defer s.flights.mu.Unlock()
-				return len(s.flights.m) == 0
-			})
+			waitFor(t, "flight gone", func() bool { return s.flights.Len() == 0 })
 			for i := range n {
 				if !errors.Is(errs[i], ErrOriginPanicked) {
 					t.Fatalf("caller %d: %v", i, errs[i])

@@ -406,16 +406,17 @@ func (w *warmer) replay(ctx context.Context, rd *read, seen *entry) {
 	rd.plan.onFailure = func(err error) { failure.Store(&err) }
 	s.launch(ctx, f, rd, w.st, &poolLink{sc: sc, s: s}, t, false)
 	select {
-	case <-f.done:
+	case <-f.Done():
 	case <-ctx.Done():
 		w.skip() // it goes on and fills the cache; Prewarm returns
 		return
 	}
+	res, err := f.Result()
 	switch {
-	case f.err == nil && f.res != nil && f.fromShared != nil:
+	case err == nil && res != nil && f.Data.fromShared != nil:
 		w.loaded.Add(1)
 		s.stats.prewarmLoaded.Add(1)
-	case f.err == nil && f.res != nil:
+	case err == nil && res != nil:
 		w.replayed.Add(1)
 		s.stats.prewarmReplayed.Add(1)
 	case failure.Load() != nil && !errors.Is(*failure.Load(), errLeasedElsewhere):

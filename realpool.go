@@ -317,7 +317,7 @@ func (c *conn) goesBack() bool {
 	}
 	var gave uint64
 	if f := c.s.flights.release(c); f != nil {
-		gave = f.id
+		gave = f.ID()
 	}
 	if gave != 0 || c.gave.Load() != 0 || c.handed.Load() != 0 {
 		c.gave.Store(gave)

@@ -341,8 +341,7 @@ func New(opts ...Option) *Shield {
 		s.opts.OriginTimeout = DefaultOriginTimeout
 	}
 	guardDefaults(&s.opts)
-	s.flights.m = make(map[string]*flight)
-	s.flights.late = &s.stats.lateFollowers
+	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
 	s.tooLarge.init(4096)
 	s.warned.init(4096)
 	if s.tierImpl != nil {

@@ -157,7 +157,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		return false
 	}
 	for waited := false; ; waited = true {
-		e, err := s.fetchShared(lctx, rd, f.seq)
+		e, err := s.fetchShared(lctx, rd, f.Seq())
 		if err != nil || lctx.Err() != nil {
 			return gaveUp(waited, err)
 		}
@@ -172,7 +172,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 		if held {
 			// The holder before may have stored and released between our
 			// look and our lease: look once more before querying.
-			if e, err := s.fetchShared(lctx, rd, f.seq); err == nil && e != nil {
+			if e, err := s.fetchShared(lctx, rd, f.Seq()); err == nil && e != nil {
 				s.releaseLease(rd)
 				s.answerFromShared(st, f, rd, e)
 				return true
@@ -247,9 +247,9 @@ func (s *Shield) releaseLease(rd *read) {
 // it into L1, unless a write to its tables happened through this process
 // since f started.
 func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
-	f.fromShared = e // its followers judge its age by their own policies
+	f.Data.fromShared = e // its followers judge its age by their own policies
 	s.tier.stats.hits.Add(1)
-	if !s.epochs.UnchangedFor(f.seq, rd.tables, rd.known, rd.rows) {
+	if !s.epochs.UnchangedFor(f.Seq(), rd.tables, rd.known, rd.rows) {
 		return
 	}
 	st.Put(e, s.opts.Clock.Now())
@@ -261,7 +261,7 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 // another instance refreshes). A tier that fails lets it go on.
 func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
 	newer := func() *entry {
-		e, err := s.fetchShared(ctx, rd, f.seq)
+		e, err := s.fetchShared(ctx, rd, f.Seq())
 		if err != nil || e == nil || e.version <= rd.prevVersion ||
 			s.judge(e, rd.plan.pol).At(s.opts.Clock.Now()) != fresh.Fresh {
 			return nil
