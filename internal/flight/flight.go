@@ -61,8 +61,11 @@
 // departure, its end, its handoff, its followers and the callers that owe
 // it, and every Debtor's owed flight (swapped only under it). A flight's
 // result, error and Data are written before Done is closed and read after
-// it; its cancel function is set by the leader (SetCancel) before anyone
-// but the group's lock-holders can see it used.
+// it; the leader sets its cancel function (SetCancel) once, before it
+// starts the origin. Now, Seq and the caller's unchanged and filled run
+// under the lock and must not call back into the group. A handoff whose
+// leader left is closed outside it, and a lingering flight is taken out of
+// the group by a timer of the time package (its duration told by Now).
 package flight
 
 import (
