@@ -665,6 +665,10 @@ var errWaitExpired = errors.New("sqlflight: waited longer than wait=")
 // await waits for f on the caller's context. It returns the caller's own
 // rows over the result, or the flight's error; a follower whose wait ran out
 // gets errWaitExpired, and one whose leader's connection broke errRetry.
+// A caller that stops waiting leaves f unless it finished meanwhile (then
+// it takes the result after all, so that a leader never leaves a handoff
+// behind); the last to leave cancels the origin, unless its result goes to
+// the cache (flight.Group.Leave).
 func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Duration) (driver.Rows, error) {
 	s.stats.waiting.Add(1)
 	defer s.stats.waiting.Add(-1)
@@ -681,11 +685,11 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 	select {
 	case <-f.Done():
 	case <-ctx.Done():
-		if s.leave(f, lead) {
+		if s.flights.Leave(f, lead) {
 			return nil, ctx.Err()
 		}
 	case <-expired:
-		if s.leave(f, lead) {
+		if s.flights.Leave(f, lead) {
 			return nil, errWaitExpired
 		}
 	}
@@ -701,12 +705,6 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 	}
 	return newReplay(res), nil
 }
-
-// leave takes a waiter off f and reports true; if f already finished it
-// reports false and the caller takes the result after all (so that a leader
-// never leaves a handoff behind). The last waiter to leave cancels the
-// origin, unless its result goes to the cache.
-func (s *Shield) leave(f *flight, lead bool) bool { return s.flights.Leave(f, lead) }
 
 // epochs orders writes and flights: every write through the Shield (and
 // every write another instance publishes) takes the next sequence number
