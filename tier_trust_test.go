@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/shared"
-	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
 // TestSharedTierNeedsASecret: a Shield given a tier without a secret
@@ -278,51 +276,6 @@ func TestDeadlinesAreTheReaders(t *testing.T) {
 // BenchmarkSharedEnvelope is what authentication adds to a tier write (the
 // value's encoding and its seal) and to a tier read (the seal's check and
 // the decoding), for a ten-row result: "plain" is the encoding alone.
-func BenchmarkSharedEnvelope(b *testing.B) {
-	now := time.Now()
-	res := &result{Sets: []resultSet{{Names: []string{"id", "v", "label"}, Cols: make([]column, 3), N: 10}}}
-	for i := range 10 {
-		res.Sets[0].Vals = append(res.Sets[0].Vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
-	}
-	for _, v := range res.Sets[0].Vals {
-		_, n, _ := resultset.CopyValue(v, true)
-		res.Bytes += n
-	}
-	e := &entry{res: res, filled: now, soft: now.Add(time.Minute), hard: now.Add(time.Hour), last: now.Add(time.Hour)}
-	const ns, key, version = "sqlflight:", "0123456789abcdef0123456789abcdef", 1 << 50
-	for _, mode := range []string{"plain", "mac", "aes-gcm"} {
-		ring := &seal.Ring{Current: seal.Derive([]byte(testSecret)), Encrypt: mode == "aes-gcm"}
-		b.Run(mode+"/store", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				body, err := encodeShared(e)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if mode != "plain" {
-					ring.SealValue(body, ns, key, version)
-				}
-			}
-		})
-		body, _ := encodeShared(e)
-		sealed := ring.SealValue(body, ns, key, version)
-		b.Run(mode+"/fetch", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if mode == "plain" {
-					_, err = decodeShared(body[seal.Prefix:], wire.Limits{})
-				} else {
-					_, err = openShared(ring, ns, key, SharedValue{Data: sealed, Version: version}, wire.Limits{})
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // TestRowMessages: a row write reaches another instance as a row write
 // (its read of another id stays), under a MAC that covers the rows: a
 // message whose rows were changed is rejected; rows past the bounds of a
