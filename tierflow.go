@@ -2,8 +2,6 @@ package sqlflight
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -32,7 +30,7 @@ import (
 // is refreshing.
 var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this key")
 
-// sharedKey is the L2 key of a read: a digest (128 bits) of the scope's
+// sharedKey is the L2 key of a read (shared.Key): a digest of the scope's
 // fleet-wide name and the read's key without the process's scope number.
 // Reads of scopes without a fleet-wide name, of unknown tables, or of
 // tables whose invalidation waits to be published do not use L2. (A read of
@@ -50,13 +48,7 @@ func (s *Shield) sharedKey(rd *read) string {
 			return ""
 		}
 	}
-	h := sha256.New()
-	h.Write([]byte("sqlflight/l2/1\x00"))
-	h.Write([]byte(rd.c.sc.shared))
-	h.Write([]byte{0})
-	h.Write([]byte(rd.key[8:])) // the key after the process's scope number
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+	return shared.Key(rd.c.sc.shared, rd.key[8:]) // the key after the process's scope number
 }
 
 // fetchShared returns the L2 value of rd if it is usable now: decodable,
@@ -68,7 +60,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	ts := s.tier
 	// A read tagged by its rows checks the epochs of those rows, not its
 	// table's: the coarse epoch, its pin sets' and its tags'.
-	tables := sharedEpochNames(rd.tables, rd.rows)
+	tables := shared.EpochNames(rd.tables, rd.rows)
 	var v SharedValue
 	err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -84,13 +76,13 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	}
 	// What the tier says of the writes raises what this instance knows;
 	// what it no longer says (an epoch deleted or lowered) changes nothing.
-	ts.floor.learn(tables, v.Epochs, v.Seq)
+	ts.floor.Learn(tables, v.Epochs, v.Seq)
 	for _, ep := range v.Epochs {
 		if ep >= v.Version {
 			return nil, nil // computed before a write the fleet was told of
 		}
 	}
-	if !ts.floor.admitsRows(v.Version, rd.tables, rd.rows) {
+	if !ts.floor.AdmitsRows(v.Version, rd.tables, rd.rows) {
 		return nil, nil // computed before a write this instance knows of
 	}
 	if v.Seq > 0 && v.Version > v.Seq {
