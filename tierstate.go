@@ -48,8 +48,8 @@ type tierCounters struct {
 	skippedPending, forged, rejected                                   atomic.Uint64
 }
 
-// tierRing returns the keys of o's secrets, or an error wrapping
-// ErrNoSharedSecret (it never holds a secret). Without a secret and with
+// tierRing returns the keys of o's secrets (shared.NewRing), or an error
+// wrapping ErrNoSharedSecret (it never holds a secret). Without a secret and with
 // InsecureTrustSharedTier, values are sealed under a key everybody knows
 // (it detects corruption, not forgery) and messages are not checked.
 func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
@@ -58,7 +58,7 @@ func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
 		if o.SharedEncrypt {
 			return nil, false, fmt.Errorf("%w: SharedEncrypt needs one", ErrNoSharedSecret)
 		}
-		return &seal.Ring{Current: insecureKeys}, true, nil
+		return shared.InsecureRing(), true, nil
 	case o.SharedSecret == "":
 		return nil, false, fmt.Errorf("%w; set InsecureTrustSharedTier (sqlflight.insecure_trust_shared_tier=true) only if nobody else can write to the tier", ErrNoSharedSecret)
 	case len(o.SharedSecret) < MinSharedSecret:
@@ -66,15 +66,8 @@ func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
 	case o.SharedPreviousSecret != "" && len(o.SharedPreviousSecret) < MinSharedSecret:
 		return nil, false, fmt.Errorf("%w: SharedPreviousSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
 	}
-	ring = &seal.Ring{Current: seal.Derive([]byte(o.SharedSecret)), Encrypt: o.SharedEncrypt}
-	if o.SharedPreviousSecret != "" && o.SharedPreviousSecret != o.SharedSecret {
-		ring.Previous = seal.Derive([]byte(o.SharedPreviousSecret))
-	}
-	return ring, false, nil
+	return shared.NewRing(o.SharedSecret, o.SharedPreviousSecret, o.SharedEncrypt), false, nil
 }
-
-// insecureKeys seal the values of a tier trusted without a secret.
-var insecureKeys = seal.Derive([]byte("sqlflight: no secret, the tier is trusted"))
 
 // newTierState returns the state of a Shield's use of t, up, with the
 // keys of ring and o's namespace and timeouts; logWarn tells of the tier
