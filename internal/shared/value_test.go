@@ -151,20 +151,6 @@ func TestLimitsAreThePolicysWithRoom(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesLongValuesBeforeTheirSeal: a value longer than the
-// limits allow is refused as over the limit even when its seal is not
-// valid; one within them goes on to the seal.
-func TestOpenRefusesLongValuesBeforeTheirSeal(t *testing.T) {
-	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret))}
-	lim := wire.Limits{MaxBytes: 1000}
-	if _, err := shared.Open(ring, "ns:", "k", make([]byte, 1000+shared.Framing+1), 1, lim); !errors.Is(err, wire.ErrLimit) {
-		t.Fatalf("long value: %v", err)
-	}
-	if _, err := shared.Open(ring, "ns:", "k", make([]byte, 1000+shared.Framing), 1, lim); err == nil || errors.Is(err, wire.ErrLimit) {
-		t.Fatalf("value within the limit, of no valid seal: %v", err)
-	}
-}
-
 func BenchmarkSharedEnvelope(b *testing.B) {
 	now := time.Now()
 	res := &resultset.Result{Sets: []resultset.Set{{Names: []string{"id", "v", "label"}, Cols: make([]resultset.Column, 3), N: 10}}}
