@@ -145,14 +145,7 @@ func (ts *tierState) flushCtx(ctx context.Context) error { return ts.st.Flush(ct
 // message's MAC covers it, then records and publishes it. The write's
 // number becomes this instance's floor of what it wrote.
 func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows []RowPins) error {
-	if !all {
-		tables, rows = shared.BoundRows(tables, rows)
-		if !shared.BoundedTables(tables) {
-			all, tables, rows = true, nil, nil
-		}
-	} else {
-		tables, rows = nil, nil
-	}
+	all, tables, rows = shared.Bound(all, tables, rows)
 	seq, err := ts.t.NextSeq(ctx, ts.ns)
 	if err != nil {
 		return err
@@ -193,19 +186,10 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
 	default:
-		all, tables, rows := inv.All, inv.Tables, inv.Rows
-		if !all {
-			// A row write past the bounds counts as a write to its table
-			// (one whose table is past them, as a write to every table).
-			tables, rows = shared.BoundRows(tables, rows)
-			all = !shared.BoundedTables(tables)
-		}
-		var local []rowWrite
-		if all {
-			tables = nil
-		} else {
-			local = shared.LocalRows(rows)
-		}
+		// A row write past the bounds counts as a write to its table (one
+		// whose table is past them, as a write to every table).
+		all, tables, rows := shared.Bound(inv.All, inv.Tables, inv.Rows)
+		local := shared.LocalRows(rows)
 		ts.floor.RaiseRows(tables, all, local, inv.Seq)
 		s.epochs.BumpRows(tables, !all, local)
 		ts.stats.received.Add(1) // once applied: a reader that sees the count sees the write

@@ -91,11 +91,6 @@ func TestFloorLearnsWhatTheTierSays(t *testing.T) {
 // TestRowsRoundTrip: a row write goes to the fleet with its columns sorted
 // and comes back as the same write, by its table's epoch name.
 func TestRowsRoundTrip(t *testing.T) {
-	type pins struct {
-		Table   string
-		Columns []string
-		Values  [][]string
-	}
 	rws := []epoch.RowWrite{{Table: "items", Pins: map[string][]string{"b": {"2"}, "a": {"1", "3"}}}}
 	fleet := shared.FleetRows[pins](rws)
 	if want := []pins{{"items", []string{"a", "b"}, [][]string{{"1", "3"}, {"2"}}}}; !reflect.DeepEqual(fleet, want) {
