@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -42,7 +43,7 @@ func typicalEntry(n int) *entry {
 		last: now.Add(2 * time.Minute), delta: time.Millisecond}
 }
 
-// sharedBody is the body of e's tier value: what decodeShared reads once
+// sharedBody is the body of e's tier value: what shared.Decode reads once
 // the value's seal is checked.
 func sharedBody(t testing.TB, e *entry) []byte {
 	t.Helper()
@@ -73,7 +74,7 @@ func TestDecodeSharedPolicyLimits(t *testing.T) {
 		{Policy{MaxBytes: 100 << 10}, vbig, true},
 		{Policy{MaxRows: 1000, MaxBytes: 300 << 10}, vbig, false},
 	} {
-		_, err := decodeShared(c.v, s.decodeLimits(c.pol))
+		_, err := shared.Decode(c.v, s.decodeLimits(c.pol))
 		if c.rejected != errors.Is(err, wire.ErrLimit) || (!c.rejected && err != nil) {
 			t.Errorf("policy %+v, %d bytes: %v", c.pol, len(c.v), err)
 		}
@@ -117,10 +118,10 @@ func TestResultsWithinTheLimitDecode(t *testing.T) {
 			now := time.Now()
 			e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(time.Minute)}
 			s := New()
-			if _, err := decodeShared(sharedBody(t, e), wire.Limits{MaxBytes: 1 << 30}); err != nil {
+			if _, err := shared.Decode(sharedBody(t, e), wire.Limits{MaxBytes: 1 << 30}); err != nil {
 				t.Fatalf("unlimited: %v", err)
 			}
-			if _, err := decodeShared(sharedBody(t, e), s.decodeLimits(Policy{MaxBytes: limit})); err != nil {
+			if _, err := shared.Decode(sharedBody(t, e), s.decodeLimits(Policy{MaxBytes: limit})); err != nil {
 				t.Fatalf("%d rows the origin accepted (%d bytes counted) refused from the tier: %v", len(rows), res.Bytes, err)
 			}
 		})

@@ -332,26 +332,10 @@ func (s *Shield) decodeLimits(pol Policy) wire.Limits {
 	return shared.Limits(pol.MaxRows, pol.MaxBytes, s.opts.MaxResultRows, s.opts.MaxResultBytes)
 }
 
-// decodeSlack and sharedFraming: see shared.DecodeSlack and shared.Framing.
-const (
-	decodeSlack   = shared.DecodeSlack
-	sharedFraming = shared.Framing
-)
-
 // openShared checks the value v read under key and decodes it within lim
 // (see shared.Open).
 func openShared(ring *seal.Ring, ns, key string, v SharedValue, lim wire.Limits) (*entry, error) {
 	se, err := shared.Open(ring, ns, key, v.Data, v.Version, lim)
-	if err != nil {
-		return nil, err
-	}
-	return entryOf(se), nil
-}
-
-// decodeShared decodes the body of an L2 value (after its seal is checked)
-// within lim (see shared.Decode).
-func decodeShared(b []byte, lim wire.Limits) (*entry, error) {
-	se, err := shared.Decode(b, lim)
 	if err != nil {
 		return nil, err
 	}
