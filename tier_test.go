@@ -1,14 +1,11 @@
 package sqlflight
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/sqlflight/sqlflight/internal/key"
-	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/shared"
-	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
 // memTier is a SharedTier in memory, shared by the Shields of a test as
@@ -923,117 +917,6 @@ func TestConnectorsShareOnlyUnderTheirOwnName(t *testing.T) {
 	}
 	if n := readN(t, db4, ttlQuery, 1); n != 3001 {
 		t.Fatalf("a plain connector read %d from the shared tier", n)
-	}
-}
-
-// FuzzDecodeShared: whatever the tier returns, decoding it never panics,
-// and what decodes has consistent deadlines and result shapes.
-func FuzzDecodeShared(f *testing.F) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	res := &result{Sets: []resultSet{{Names: []string{"id", "label"}, Cols: make([]column, 2),
-		Vals: []driver.Value{int64(1), "a", nil, []byte("b")}, N: 2}}}
-	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: time.Millisecond}
-	body, err := encodeShared(e)
-	if err != nil {
-		f.Fatal(err)
-	}
-	// The MAC is not checked, so that the fuzzer reaches the decoder.
-	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret)), NoVerify: true}
-	good := ring.SealValue(body, "ns:", "k", 1)
-	f.Add(good)
-	f.Add([]byte{})
-	f.Add(good[:seal.Prefix+1])
-	f.Add(good[:len(good)/2])
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := openShared(ring, "ns:", "k", SharedValue{Data: b, Version: 1},
-			wire.Limits{MaxBytes: 1 << 20, MaxRows: 1 << 10, MaxSets: 16, MaxZoneLoads: 4})
-		if err != nil {
-			return
-		}
-		if e.soft.After(e.hard) || e.hard.After(e.last) {
-			t.Fatalf("deadlines out of order: %v %v %v", e.soft, e.hard, e.last)
-		}
-		for _, rs := range e.res.Sets {
-			if len(rs.Vals) != rs.N*len(rs.Names) || len(rs.Cols) != len(rs.Names) {
-				t.Fatalf("inconsistent set: %d values, %d rows, %d columns", len(rs.Vals), rs.N, len(rs.Names))
-			}
-		}
-	})
-}
-
-func TestSharedEncodingRoundTrips(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 123, time.FixedZone("X", 3600))
-	res := &result{Mask: 0x1f, Sets: []resultSet{
-		{Names: []string{"id", "label", "at"}, Cols: []column{
-			{ScanType: reflect.TypeFor[int64](), DBType: "INT8", Nullable: true, NullOK: true},
-			{ScanType: reflect.TypeFor[string](), DBType: "TEXT", Length: 10, LengthOK: true},
-			{ScanType: reflect.TypeFor[time.Time](), DBType: "TIMESTAMPTZ", Precision: 6, Scale: 0, PrecisionScaleOK: true},
-		}, Vals: []driver.Value{int64(-1), "a\x00b", now, nil, "", now.UTC()}, N: 2},
-		{Names: []string{"b"}, Cols: []column{{ScanType: reflect.TypeFor[[]byte]()}}, Vals: []driver.Value{[]byte{}}, N: 1},
-	}}
-	e := &entry{res: res, filled: now, soft: now.Add(time.Second), hard: now.Add(time.Minute), last: now.Add(2 * time.Minute), delta: 3 * time.Millisecond}
-	ring := &seal.Ring{Current: seal.Derive([]byte(testSecret))}
-	body, err := encodeShared(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := ring.SealValue(body, "ns:", "k", 9)
-	got, err := openShared(ring, "ns:", "k", SharedValue{Data: bytes.Clone(b), Version: 9}, wire.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.filled.Equal(e.filled) || !got.soft.Equal(e.soft) || !got.hard.Equal(e.hard) || !got.last.Equal(e.last) || got.delta != e.delta {
-		t.Fatalf("deadlines: %+v", got)
-	}
-	if got.res.Mask != res.Mask || len(got.res.Sets) != 2 {
-		t.Fatalf("%+v", got.res)
-	}
-	for i := range res.Sets {
-		w, g := res.Sets[i], got.res.Sets[i]
-		if !reflect.DeepEqual(w.Names, g.Names) || !reflect.DeepEqual(w.Cols, g.Cols) || w.N != g.N {
-			t.Fatalf("set %d: %+v != %+v", i, g, w)
-		}
-		for j := range w.Vals {
-			if wt, ok := w.Vals[j].(time.Time); ok {
-				gt, ok := g.Vals[j].(time.Time)
-				if !ok || !gt.Equal(wt) || gt.Location().String() != wt.Location().String() {
-					t.Fatalf("value %d: %v != %v", j, g.Vals[j], wt)
-				}
-				continue
-			}
-			if !reflect.DeepEqual(w.Vals[j], g.Vals[j]) {
-				t.Fatalf("value %d: %#v != %#v", j, g.Vals[j], w.Vals[j])
-			}
-		}
-	}
-	// A byte changed anywhere (the deadlines included), or another key or
-	// version, is a miss.
-	for i := range b {
-		b2 := bytes.Clone(b)
-		b2[i] ^= 0x55
-		if _, err := openShared(ring, "ns:", "k", SharedValue{Data: b2, Version: 9}, wire.Limits{}); !errors.Is(err, seal.ErrForged) &&
-			!errors.Is(err, seal.ErrFormat) {
-			t.Fatalf("value with byte %d altered: %v", i, err)
-		}
-	}
-	for _, c := range []struct {
-		key string
-		v   uint64
-	}{{"k2", 9}, {"k", 10}} {
-		if _, err := openShared(ring, "ns:", c.key, SharedValue{Data: bytes.Clone(b), Version: c.v}, wire.Limits{}); !errors.Is(err, seal.ErrForged) {
-			t.Fatalf("read as %s v%d: %v", c.key, c.v, err)
-		}
-	}
-	// A scan type this process does not know makes the value a miss.
-	type private struct{ x int }
-	res.Sets[1].Cols[0].ScanType = reflect.TypeFor[private]()
-	b, err = encodeShared(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanTypes.Delete(key.TypeName(reflect.TypeFor[private]()))
-	if _, err := decodeShared(b[seal.Prefix:], wire.Limits{}); !errors.Is(err, errUnknownScanType) {
-		t.Fatalf("unknown scan type: %v", err)
 	}
 }
 

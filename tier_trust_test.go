@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/shared"
-	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
 // TestSharedTierNeedsASecret: a Shield given a tier without a secret
@@ -159,7 +157,7 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 	if st := s.Stats(); st.InvalidationsHeard != 1 {
 		t.Fatalf("%+v", st)
 	}
-	if s.tier.floor.admits(good.Seq, []string{"items"}) || !s.tier.floor.admits(good.Seq+1, []string{"items"}) {
+	if s.tier.floor.Admits(good.Seq, []string{"items"}) || !s.tier.floor.Admits(good.Seq+1, []string{"items"}) {
 		t.Fatal("the message did not set the floor of its table")
 	}
 }
@@ -184,15 +182,8 @@ func TestEpochsAreBounded(t *testing.T) {
 		t.Fatal("the write to t0 was forgotten")
 	}
 
-	// The floor of fleet epochs too; messages naming too many tables, or
-	// too long a name, count as writes to every table.
-	var f fleetFloor
-	for i := range maxEpochTables + 10 {
-		f.raise([]string{fmt.Sprint("t", i)}, false, uint64(100+i))
-	}
-	if f.e.Len() > maxEpochTables || f.admits(100, []string{"t0"}) || f.admits(99+maxEpochTables, []string{"t0"}) {
-		t.Fatalf("floor: %d tables, all %d", f.e.Len(), f.e.AllEpoch())
-	}
+	// Messages naming too many tables, or too long a name, count as writes
+	// to every table (the floor's bounds: internal/shared).
 	tier := newMemTier(newFakeClock())
 	s := fleetOf(t, 1, tier, Options{})[0].s
 	many := make([]string, shared.MaxMessageTables+1)
@@ -278,51 +269,6 @@ func TestDeadlinesAreTheReaders(t *testing.T) {
 // BenchmarkSharedEnvelope is what authentication adds to a tier write (the
 // value's encoding and its seal) and to a tier read (the seal's check and
 // the decoding), for a ten-row result: "plain" is the encoding alone.
-func BenchmarkSharedEnvelope(b *testing.B) {
-	now := time.Now()
-	res := &result{Sets: []resultSet{{Names: []string{"id", "v", "label"}, Cols: make([]column, 3), N: 10}}}
-	for i := range 10 {
-		res.Sets[0].Vals = append(res.Sets[0].Vals, int64(i), int64(i*10), fmt.Sprintf("label %d", i))
-	}
-	for _, v := range res.Sets[0].Vals {
-		_, n, _ := resultset.CopyValue(v, true)
-		res.Bytes += n
-	}
-	e := &entry{res: res, filled: now, soft: now.Add(time.Minute), hard: now.Add(time.Hour), last: now.Add(time.Hour)}
-	const ns, key, version = "sqlflight:", "0123456789abcdef0123456789abcdef", 1 << 50
-	for _, mode := range []string{"plain", "mac", "aes-gcm"} {
-		ring := &seal.Ring{Current: seal.Derive([]byte(testSecret)), Encrypt: mode == "aes-gcm"}
-		b.Run(mode+"/store", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				body, err := encodeShared(e)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if mode != "plain" {
-					ring.SealValue(body, ns, key, version)
-				}
-			}
-		})
-		body, _ := encodeShared(e)
-		sealed := ring.SealValue(body, ns, key, version)
-		b.Run(mode+"/fetch", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if mode == "plain" {
-					_, err = decodeShared(body[seal.Prefix:], wire.Limits{})
-				} else {
-					_, err = openShared(ring, ns, key, SharedValue{Data: sealed, Version: version}, wire.Limits{})
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // TestRowMessages: a row write reaches another instance as a row write
 // (its read of another id stays), under a MAC that covers the rows: a
 // message whose rows were changed is rejected; rows past the bounds of a
@@ -344,7 +290,7 @@ func TestRowMessages(t *testing.T) {
 	if !s.epochs.UnchangedFor(at, []string{"items"}, true, id6) || s.epochs.UnchangedFor(at, []string{"items"}, true, id5) {
 		t.Fatal("the other instance did not apply the row write as one")
 	}
-	if !s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.floor.admitsRows(got[0].Seq, []string{"items"}, id5) {
+	if !s.tier.floor.AdmitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.floor.AdmitsRows(got[0].Seq, []string{"items"}, id5) {
 		t.Fatal("the floor does not hold the row write")
 	}
 

@@ -2,20 +2,14 @@ package sqlflight
 
 import (
 	"context"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"reflect"
-	"sync"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -36,7 +30,7 @@ import (
 // is refreshing.
 var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this key")
 
-// sharedKey is the L2 key of a read: a digest (128 bits) of the scope's
+// sharedKey is the L2 key of a read (shared.Key): a digest of the scope's
 // fleet-wide name and the read's key without the process's scope number.
 // Reads of scopes without a fleet-wide name, of unknown tables, or of
 // tables whose invalidation waits to be published do not use L2. (A read of
@@ -54,13 +48,7 @@ func (s *Shield) sharedKey(rd *read) string {
 			return ""
 		}
 	}
-	h := sha256.New()
-	h.Write([]byte("sqlflight/l2/1\x00"))
-	h.Write([]byte(rd.c.sc.shared))
-	h.Write([]byte{0})
-	h.Write([]byte(rd.key[8:])) // the key after the process's scope number
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+	return shared.Key(rd.c.sc.shared, rd.key[8:]) // the key after the process's scope number
 }
 
 // fetchShared returns the L2 value of rd if it is usable now: decodable,
@@ -72,7 +60,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	ts := s.tier
 	// A read tagged by its rows checks the epochs of those rows, not its
 	// table's: the coarse epoch, its pin sets' and its tags'.
-	tables := sharedEpochNames(rd.tables, rd.rows)
+	tables := shared.EpochNames(rd.tables, rd.rows)
 	var v SharedValue
 	err := ts.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -88,13 +76,13 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 	}
 	// What the tier says of the writes raises what this instance knows;
 	// what it no longer says (an epoch deleted or lowered) changes nothing.
-	ts.floor.learn(tables, v.Epochs, v.Seq)
+	ts.floor.Learn(tables, v.Epochs, v.Seq)
 	for _, ep := range v.Epochs {
 		if ep >= v.Version {
 			return nil, nil // computed before a write the fleet was told of
 		}
 	}
-	if !ts.floor.admitsRows(v.Version, rd.tables, rd.rows) {
+	if !ts.floor.AdmitsRows(v.Version, rd.tables, rd.rows) {
 		return nil, nil // computed before a write this instance knows of
 	}
 	if v.Seq > 0 && v.Version > v.Seq {
@@ -320,196 +308,43 @@ func (rd *read) originTimeout(s *Shield) time.Duration {
 	return s.opts.OriginTimeout
 }
 
-// L2 values: sealed (internal/seal: a MAC, or AES-GCM, under a key derived
-// from the fleet secret, bound to the namespace, the key and the version),
-// around a body of a header of their own and the wire encoding of the
-// result.
-//
-//	body   = header | wire
-//	header = format (1 byte, = 2) | sv(filled, Unix ns) | uv(soft) | uv(hard) | uv(last) | uv(delta)
-//
-// soft, hard and last are durations after filled, in ns; hard ≥ soft and
-// last ≥ hard. (Format 1, with a CRC where the MAC now is, is no longer
-// read: such values are misses.)
-const sharedFormat = 2
+// L2 values: sealed around a body of a header of their own and the wire
+// encoding of the result (internal/shared: Encode, Open).
 
 // encodeShared returns the body of e's L2 value, with seal.Prefix bytes of
 // room in front for SealValue.
 func encodeShared(e *entry) ([]byte, error) {
-	w := toWire(e.res)
-	b := make([]byte, seal.Prefix, seal.Prefix+48+e.res.Bytes)
-	b = append(b, sharedFormat)
-	b = binary.AppendVarint(b, e.filled.UnixNano())
-	b = binary.AppendUvarint(b, uint64(e.soft.Sub(e.filled)))
-	b = binary.AppendUvarint(b, uint64(e.hard.Sub(e.filled)))
-	b = binary.AppendUvarint(b, uint64(e.last.Sub(e.filled)))
-	b = binary.AppendUvarint(b, uint64(e.delta))
-	return wire.Encode(b, w)
+	return shared.Encode(shared.Entry{Res: e.res, Filled: e.filled, Soft: e.soft, Hard: e.hard, Last: e.last, Delta: e.delta})
 }
 
-var errSharedFormat = errors.New("sqlflight: unknown shared value")
+// errSharedFormat and errUnknownScanType are the misses of a value of
+// another format, or naming a scan type this process does not know.
+var (
+	errSharedFormat    = shared.ErrFormat
+	errUnknownScanType = shared.ErrUnknownScanType
+)
 
 // decodeLimits are the bounds of a value read from the tier for a reader
 // of policy pol: the rows and bytes that reader would share from its own
-// origin. A value over them is not read at all (a miss).
+// origin (see shared.Limits). A value over them is not read at all (a
+// miss).
 func (s *Shield) decodeLimits(pol Policy) wire.Limits {
-	lim := wire.Limits{MaxRows: pol.MaxRows, MaxBytes: pol.MaxBytes}
-	if lim.MaxRows <= 0 {
-		lim.MaxRows = s.opts.MaxResultRows
-	}
-	if lim.MaxBytes <= 0 {
-		lim.MaxBytes = s.opts.MaxResultBytes
-	}
-	// The origin counts values as the decoder charges them (wire.Size),
-	// columns and sets by estimate: a little room, so that a result the
-	// origin shared is never refused where it is read.
-	lim.MaxBytes += lim.MaxBytes/8 + decodeSlack
-	return lim
+	return shared.Limits(pol.MaxRows, pol.MaxBytes, s.opts.MaxResultRows, s.opts.MaxResultBytes)
 }
 
-// decodeSlack is room the decoder leaves over a policy's byte limit for
-// what the origin counts by estimate (columns' metadata, result sets).
-const decodeSlack = 16 << 10
-
-// sharedFraming bounds what a value holds besides its wire payload: the
-// seal (at most 33 bytes), the header (at most 51) and the wire framing (9).
-const sharedFraming = 128
-
-// openShared checks the value v read under key and decodes it within lim.
-// A value longer than any lim accepts is refused before its seal is
-// checked.
+// openShared checks the value v read under key and decodes it within lim
+// (see shared.Open).
 func openShared(ring *seal.Ring, ns, key string, v SharedValue, lim wire.Limits) (*entry, error) {
-	if max := lim.MaxBytes; max > 0 && int64(len(v.Data)) > max+sharedFraming {
-		return nil, fmt.Errorf("%w: %d bytes of value", wire.ErrLimit, len(v.Data))
-	}
-	body, err := ring.OpenValue(v.Data, ns, key, v.Version)
+	se, err := shared.Open(ring, ns, key, v.Data, v.Version, lim)
 	if err != nil {
 		return nil, err
 	}
-	return decodeShared(body, lim)
+	return entryOf(se), nil
 }
 
-// decodeShared decodes the body of an L2 value (after its seal is checked)
-// within lim (see wire.Limits): a value that is or would decode to more is
-// rejected before it costs more than lim.MaxBytes or lim.MaxZoneLoads time
-// zone lookups.
-func decodeShared(b []byte, lim wire.Limits) (*entry, error) {
-	if len(b) == 0 || b[0] != sharedFormat {
-		return nil, errSharedFormat
-	}
-	b = b[1:]
-	filled, n := binary.Varint(b)
-	if n <= 0 {
-		return nil, wire.ErrCorrupt
-	}
-	b = b[n:]
-	var d [4]uint64
-	for i := range d {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v > 1<<62 {
-			return nil, wire.ErrCorrupt
-		}
-		d[i], b = v, b[n:]
-	}
-	if d[0] > d[1] || d[1] > d[2] {
-		return nil, wire.ErrCorrupt
-	}
-	w, err := wire.Decode(b, lim)
-	if err != nil {
-		return nil, err
-	}
-	res, err := fromWire(w)
-	if err != nil {
-		return nil, err
-	}
-	at := time.Unix(0, filled)
-	e := &entry{res: res, empty: res.Empty(), filled: at, delta: time.Duration(d[3]),
-		soft: at.Add(time.Duration(d[0])), hard: at.Add(time.Duration(d[1])), last: at.Add(time.Duration(d[2]))}
-	return e, nil
-}
-
-// Scan types travel by name (typeName); a decoding process knows the
-// driver.Value types, the database/sql Null types, and every type it has
-// encoded itself. A name it does not know makes the value a miss.
-var scanTypes sync.Map // string → reflect.Type
-
-func init() {
-	for _, t := range []reflect.Type{
-		reflect.TypeFor[int64](), reflect.TypeFor[int32](), reflect.TypeFor[int16](), reflect.TypeFor[int8](),
-		reflect.TypeFor[int](), reflect.TypeFor[uint64](), reflect.TypeFor[uint32](), reflect.TypeFor[uint16](),
-		reflect.TypeFor[uint8](), reflect.TypeFor[uint](), reflect.TypeFor[float64](), reflect.TypeFor[float32](),
-		reflect.TypeFor[bool](), reflect.TypeFor[string](), reflect.TypeFor[[]byte](), reflect.TypeFor[time.Time](),
-		reflect.TypeFor[any](), reflect.TypeFor[sql.RawBytes](),
-		reflect.TypeFor[sql.NullInt64](), reflect.TypeFor[sql.NullInt32](), reflect.TypeFor[sql.NullInt16](),
-		reflect.TypeFor[sql.NullByte](), reflect.TypeFor[sql.NullFloat64](), reflect.TypeFor[sql.NullBool](),
-		reflect.TypeFor[sql.NullString](), reflect.TypeFor[sql.NullTime](),
-	} {
-		scanTypes.Store(key.TypeName(t), t)
-	}
-}
-
-var errUnknownScanType = errors.New("sqlflight: unknown scan type in a shared value")
-
-func toWire(res *result) *wire.Result {
-	w := &wire.Result{Mask: res.Mask, Sets: make([]wire.Set, len(res.Sets))}
-	for i := range res.Sets {
-		rs := &res.Sets[i]
-		ws := &w.Sets[i]
-		ws.Rows, ws.Values = rs.N, rs.Vals
-		ws.Columns = make([]wire.Column, len(rs.Names))
-		for j, name := range rs.Names {
-			c := &rs.Cols[j]
-			wc := &ws.Columns[j]
-			wc.Name, wc.DatabaseType = name, c.DBType
-			if c.ScanType != nil {
-				wc.ScanType = key.TypeName(c.ScanType)
-				if _, ok := scanTypes.Load(wc.ScanType); !ok {
-					scanTypes.Store(wc.ScanType, c.ScanType)
-				}
-			}
-			wc.Length, wc.HasLength = c.Length, c.LengthOK
-			wc.Nullable, wc.HasNullable = c.Nullable, c.NullOK
-			wc.Precision, wc.Scale, wc.HasPrecisionScale = c.Precision, c.Scale, c.PrecisionScaleOK
-		}
-	}
-	return w
-}
-
-// Sizes of what fromWire keeps and what it leaves of a decoded result.
-var (
-	setBytes    = int64(reflect.TypeFor[resultSet]().Size())
-	columnBytes = int64(reflect.TypeFor[column]().Size() + reflect.TypeFor[string]().Size()) // cols and names
-)
-
-// fromWire makes a result of w, sharing its values and column strings. Its
-// size is w's (wire.Result.Bytes: values, strings, locations made for them)
-// less the wire's sets, columns and scan type names, which are dropped, plus
-// its own sets and columns.
-func fromWire(w *wire.Result) (*result, error) {
-	res := &result{Mask: w.Mask, Sets: make([]resultSet, len(w.Sets)), Bytes: w.Bytes}
-	for i := range w.Sets {
-		ws := &w.Sets[i]
-		rs := &res.Sets[i]
-		rs.N, rs.Vals = ws.Rows, ws.Values
-		rs.Names = make([]string, len(ws.Columns))
-		rs.Cols = make([]column, len(ws.Columns))
-		res.Bytes += setBytes - wire.SetBytes + int64(len(ws.Columns))*(columnBytes-wire.ColumnBytes)
-		for j := range ws.Columns {
-			wc := &ws.Columns[j]
-			c := &rs.Cols[j]
-			rs.Names[j], c.DBType = wc.Name, wc.DatabaseType
-			if wc.ScanType != "" {
-				t, ok := scanTypes.Load(wc.ScanType)
-				if !ok {
-					return nil, errUnknownScanType
-				}
-				c.ScanType = t.(reflect.Type)
-				res.Bytes -= wire.ContentBytes(len(wc.ScanType))
-			}
-			c.Length, c.LengthOK = wc.Length, wc.HasLength
-			c.Nullable, c.NullOK = wc.Nullable, wc.HasNullable
-			c.Precision, c.Scale, c.PrecisionScaleOK = wc.Precision, wc.Scale, wc.HasPrecisionScale
-		}
-	}
-	return res, nil
+// entryOf returns the entry for L1 of what a value carried (its key,
+// version and tables not yet set).
+func entryOf(se shared.Entry) *entry {
+	return &entry{res: se.Res, empty: se.Res.Empty(), filled: se.Filled, delta: se.Delta,
+		soft: se.Soft, hard: se.Hard, last: se.Last}
 }

@@ -5,10 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +34,7 @@ type tierState struct {
 	// floor is the least version a value of a table must exceed: the fleet
 	// epochs of the writes this instance saw (its own, authenticated
 	// messages, epochs it read), which Redis cannot take back.
-	floor fleetFloor
+	floor shared.Floor
 
 	stats tierCounters
 }
@@ -52,8 +48,8 @@ type tierCounters struct {
 	skippedPending, forged, rejected                                   atomic.Uint64
 }
 
-// tierRing returns the keys of o's secrets, or an error wrapping
-// ErrNoSharedSecret (it never holds a secret). Without a secret and with
+// tierRing returns the keys of o's secrets (shared.NewRing), or an error
+// wrapping ErrNoSharedSecret (it never holds a secret). Without a secret and with
 // InsecureTrustSharedTier, values are sealed under a key everybody knows
 // (it detects corruption, not forgery) and messages are not checked.
 func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
@@ -62,7 +58,7 @@ func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
 		if o.SharedEncrypt {
 			return nil, false, fmt.Errorf("%w: SharedEncrypt needs one", ErrNoSharedSecret)
 		}
-		return &seal.Ring{Current: insecureKeys}, true, nil
+		return shared.InsecureRing(), true, nil
 	case o.SharedSecret == "":
 		return nil, false, fmt.Errorf("%w; set InsecureTrustSharedTier (sqlflight.insecure_trust_shared_tier=true) only if nobody else can write to the tier", ErrNoSharedSecret)
 	case len(o.SharedSecret) < MinSharedSecret:
@@ -70,15 +66,8 @@ func tierRing(o *Options) (ring *seal.Ring, trustMessages bool, err error) {
 	case o.SharedPreviousSecret != "" && len(o.SharedPreviousSecret) < MinSharedSecret:
 		return nil, false, fmt.Errorf("%w: SharedPreviousSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
 	}
-	ring = &seal.Ring{Current: seal.Derive([]byte(o.SharedSecret)), Encrypt: o.SharedEncrypt}
-	if o.SharedPreviousSecret != "" && o.SharedPreviousSecret != o.SharedSecret {
-		ring.Previous = seal.Derive([]byte(o.SharedPreviousSecret))
-	}
-	return ring, false, nil
+	return shared.NewRing(o.SharedSecret, o.SharedPreviousSecret, o.SharedEncrypt), false, nil
 }
-
-// insecureKeys seal the values of a tier trusted without a secret.
-var insecureKeys = seal.Derive([]byte("sqlflight: no secret, the tier is trusted"))
 
 // newTierState returns the state of a Shield's use of t, up, with the
 // keys of ring and o's namespace and timeouts; logWarn tells of the tier
@@ -142,7 +131,7 @@ func (ts *tierState) publish(tables []string, w write) {
 		if tables == nil {
 			return ts.send(ctx, true, nil, nil)
 		}
-		return ts.send(ctx, false, epochKeys(w.tables, true), fleetRows(w.rows))
+		return ts.send(ctx, false, shared.EpochKeys(w.tables, true), shared.FleetRows[RowPins](w.rows))
 	})
 }
 
@@ -156,14 +145,7 @@ func (ts *tierState) flushCtx(ctx context.Context) error { return ts.st.Flush(ct
 // message's MAC covers it, then records and publishes it. The write's
 // number becomes this instance's floor of what it wrote.
 func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows []RowPins) error {
-	if !all {
-		tables, rows = shared.BoundRows(tables, rows)
-		if !shared.BoundedTables(tables) {
-			all, tables, rows = true, nil, nil
-		}
-	} else {
-		tables, rows = nil, nil
-	}
+	all, tables, rows = shared.Bound(all, tables, rows)
 	seq, err := ts.t.NextSeq(ctx, ts.ns)
 	if err != nil {
 		return err
@@ -172,161 +154,8 @@ func (ts *tierState) send(ctx context.Context, all bool, tables []string, rows [
 	inv.Tag = ts.ring.MessageTagRows(ts.ns, seq, inv.All, inv.Source, inv.Tables, shared.RowsFlat(inv.Rows))
 	// Raised first: from now on, no value older than the write is taken,
 	// whatever Redis says of its epochs.
-	ts.floor.raiseRows(tables, all, localRows(rows), seq)
+	ts.floor.RaiseRows(tables, all, shared.LocalRows(rows), seq)
 	return ts.t.Publish(ctx, ts.ns, inv)
-}
-
-// fleetFloor keeps the highest fleet epochs this instance knows of (its
-// own writes, authenticated messages, epochs a Fetch reported), which Redis
-// cannot take back: an epochs of the in-process model (tables, sets of
-// pinned columns, tags) stamped with fleet sequence numbers, in the same
-// bounded memory — past its bounds it raises coarser epochs (a table's,
-// "all"), which refuses more values than needed, never fewer. learned
-// keeps the epochs of pin-set names ("the last write pinned on no column
-// of C") a Fetch reported, which name no set of their own.
-type fleetFloor struct {
-	e       epochs
-	mu      sync.Mutex
-	learned map[string]uint64
-}
-
-// maxLearnedSets bounds the pin-set names whose epochs the floor keeps;
-// past it, it raises the table's coarse epoch instead.
-const maxLearnedSets = 1024
-
-// raise records a write of fleet sequence seq to tables (every table when
-// all).
-func (f *fleetFloor) raise(tables []string, all bool, seq uint64) {
-	f.raiseRows(tables, all, nil, seq)
-}
-
-// raiseRows records a write of fleet sequence seq to tables (every table
-// when all) and to the rows that rows pin.
-func (f *fleetFloor) raiseRows(tables []string, all bool, rows []rowWrite, seq uint64) {
-	f.e.Stamp(seq, tables, !all, rows)
-}
-
-// learn raises the floors of names (epoch names, see SharedStore.Fetch)
-// to the epochs a Fetch reported for them (epochs[len(names)]: every
-// table's), when they are within the fleet sequence seq (0: not known).
-func (f *fleetFloor) learn(names []string, epochs []uint64, seq uint64) {
-	for i, ep := range epochs {
-		if ep == 0 || (seq > 0 && ep > seq) {
-			continue
-		}
-		if i >= len(names) {
-			f.e.RaiseAll(ep)
-			continue
-		}
-		name := names[i]
-		table, rest, rows := strings.Cut(name, "\x00")
-		switch {
-		case !rows:
-			f.e.RaiseTable(table, false, ep)
-		case rest == "c":
-			f.e.RaiseTable(table, true, ep)
-		case strings.HasPrefix(rest, "t"):
-			f.e.RaiseTagAbove(table+"\x00"+rest[1:], ep)
-		case strings.HasPrefix(rest, "p"):
-			f.mu.Lock()
-			old, ok := f.learned[name]
-			switch {
-			case ok || len(f.learned) < maxLearnedSets:
-				if f.learned == nil {
-					f.learned = make(map[string]uint64)
-				}
-				f.learned[name] = max(old, ep)
-				f.mu.Unlock()
-			default:
-				f.mu.Unlock()
-				f.e.RaiseTable(table, true, ep)
-			}
-		}
-	}
-}
-
-// admits reports whether a value of version may be newer than every write
-// to tables this instance knows of.
-func (f *fleetFloor) admits(version uint64, tables []string) bool {
-	return f.admitsRows(version, tables, nil)
-}
-
-// admitsRows reports whether a value of version, of a read of tables that
-// depends on the rows of its table that rows names (nil: on every row),
-// may be newer than every write to them this instance knows of.
-func (f *fleetFloor) admitsRows(version uint64, tables []string, rows *rowDeps) bool {
-	if version == 0 || !f.e.UnchangedFor(version-1, tables, true, rows) {
-		return false
-	}
-	if rows == nil {
-		return true
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.learned[pinSetName(rows)] < version
-}
-
-// fleetRows returns the row writes of rws as an invalidation carries them:
-// a row write without pins is a write to its table (Table alone).
-func fleetRows(rws []rowWrite) []RowPins {
-	if len(rws) == 0 {
-		return nil
-	}
-	out := make([]RowPins, 0, len(rws))
-	for _, rw := range rws {
-		rp := RowPins{Table: rw.Table, Columns: slices.Sorted(maps.Keys(rw.Pins))}
-		rp.Values = make([][]string, len(rp.Columns))
-		for i, c := range rp.Columns {
-			rp.Values[i] = rw.Pins[c]
-		}
-		out = append(out, rp)
-	}
-	return out
-}
-
-// localRows returns the row writes of rows (well formed: see shared.BoundRows)
-// for the epochs.
-func localRows(rows []RowPins) []rowWrite {
-	if len(rows) == 0 {
-		return nil
-	}
-	out := make([]rowWrite, 0, len(rows))
-	for _, rp := range rows {
-		rw := rowWrite{Table: tableKey(rp.Table), Pins: make(map[string][]string, len(rp.Columns))}
-		for i, c := range rp.Columns {
-			rw.Pins[c] = slices.Clip(rp.Values[i])
-		}
-		out = append(out, rw)
-	}
-	return out
-}
-
-// pinSetName is the epoch name (see SharedStore.Fetch) of the last write
-// to rows' table pinned on no column of the read's.
-func pinSetName(rows *rowDeps) string {
-	return rows.Table + "\x00p" + strings.Join(rows.Cols, "\x00")
-}
-
-// sharedEpochNames returns the epoch names a read of tables checks: the
-// tables', and for the table whose rows it depends on (rows, may be nil),
-// that table's coarse epoch, its pin-set epoch and its tags' epochs.
-func sharedEpochNames(tables []string, rows *rowDeps) []string {
-	keys := epochKeys(tables, true)
-	if rows == nil || !slices.Contains(keys, rows.Table) {
-		return keys
-	}
-	out := make([]string, 0, len(keys)+2+len(rows.Keys))
-	for _, k := range keys {
-		if k != rows.Table {
-			out = append(out, k)
-			continue
-		}
-		out = append(out, k+"\x00c", pinSetName(rows))
-		for _, tk := range rows.Keys {
-			out = append(out, k+"\x00t"+tk[len(k)+1:])
-		}
-	}
-	return out
 }
 
 // blocked reports whether a write to one of tables (to any table, when not
@@ -357,20 +186,11 @@ func (s *Shield) onInvalidation(inv Invalidation) {
 	case inv.Source == ts.source:
 		// Our own write: the epochs moved when it was made.
 	default:
-		all, tables, rows := inv.All, inv.Tables, inv.Rows
-		if !all {
-			// A row write past the bounds counts as a write to its table
-			// (one whose table is past them, as a write to every table).
-			tables, rows = shared.BoundRows(tables, rows)
-			all = !shared.BoundedTables(tables)
-		}
-		var local []rowWrite
-		if all {
-			tables = nil
-		} else {
-			local = localRows(rows)
-		}
-		ts.floor.raiseRows(tables, all, local, inv.Seq)
+		// A row write past the bounds counts as a write to its table (one
+		// whose table is past them, as a write to every table).
+		all, tables, rows := shared.Bound(inv.All, inv.Tables, inv.Rows)
+		local := shared.LocalRows(rows)
+		ts.floor.RaiseRows(tables, all, local, inv.Seq)
 		s.epochs.BumpRows(tables, !all, local)
 		ts.stats.received.Add(1) // once applied: a reader that sees the count sees the write
 	}
@@ -399,16 +219,5 @@ func (s *Shield) attachTier(t SharedTier) {
 }
 
 // epochKeys returns the distinct epoch names of tables (nil when not known:
-// every table).
-func epochKeys(tables []string, known bool) []string {
-	if !known {
-		return nil
-	}
-	keys := make([]string, 0, len(tables))
-	for _, t := range tables {
-		if k := tableKey(t); !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
+// every table): see shared.EpochKeys.
+func epochKeys(tables []string, known bool) []string { return shared.EpochKeys(tables, known) }

@@ -95,6 +95,22 @@ func BoundRows[P Pins](tables []string, rows []P) ([]string, []P) {
 	return tables, kept
 }
 
+// Bound returns the write to tables as a whole (to every table, when all)
+// and to the rows that rows pin as one invalidation carries it: a row
+// write past the bounds (see BoundRows) becomes a write to its table, and
+// tables past them (see BoundedTables) a write to every table. A write to
+// every table names no table and no row.
+func Bound[P Pins](all bool, tables []string, rows []P) (bool, []string, []P) {
+	if all {
+		return true, nil, nil
+	}
+	tables, rows = BoundRows(tables, rows)
+	if !BoundedTables(tables) {
+		return true, nil, nil
+	}
+	return false, tables, rows
+}
+
 // rowSize returns the bytes of rp's names and the number of its values,
 // and whether it is well formed.
 func rowSize(rp row) (size, vals int, ok bool) {

@@ -109,3 +109,26 @@ func TestRowsFlat(t *testing.T) {
 		t.Fatal("no rows is not nil")
 	}
 }
+
+// TestBound: a write past the bounds of a message is carried as a coarser
+// one, and a write to every table names nothing.
+func TestBound(t *testing.T) {
+	row := pins{Table: "items", Columns: []string{"id"}, Values: [][]string{{"1"}}}
+	if all, tables, rows := shared.Bound(true, []string{"items"}, []pins{row}); !all || tables != nil || rows != nil {
+		t.Fatalf("every table: %v %q %v", all, tables, rows)
+	}
+	if all, tables, rows := shared.Bound(false, []string{"users"}, []pins{row}); all || !slices.Equal(tables, []string{"users"}) || len(rows) != 1 {
+		t.Fatalf("within the bounds: %v %q %v", all, tables, rows)
+	}
+	bad := pins{Table: "items", Columns: []string{"b", "a"}, Values: [][]string{{"1"}, {"2"}}}
+	if all, tables, rows := shared.Bound(false, nil, []pins{bad}); all || !slices.Equal(tables, []string{"items"}) || rows != nil {
+		t.Fatalf("a row write not well formed: %v %q %v", all, tables, rows)
+	}
+	many := make([]string, shared.MaxMessageTables+1)
+	for i := range many {
+		many[i] = fmt.Sprint("t", i)
+	}
+	if all, tables, rows := shared.Bound(false, many, []pins{row}); !all || tables != nil || rows != nil {
+		t.Fatalf("too many tables: %v %d %v", all, len(tables), rows)
+	}
+}

@@ -1,7 +1,9 @@
 // Package shared is a Shield's side of its shared tier (the Redis tier as
 // the Shield sees it): the state machine that decides whether a call goes
-// to the tier at all, and the queue of invalidations the tier does not know
-// of yet.
+// to the tier at all, the queue of invalidations the tier does not know of
+// yet, what a value in the tier holds and how it is read back, and the
+// floor of the fleet's writes that no value read from the tier may be
+// older than.
 //
 // # When the tier is used
 //
@@ -51,6 +53,41 @@
 // to every table, both when publishing and when applying what was heard.
 // Bounding refuses more cached values than needed, never fewer.
 //
+// # What is read from the tier
+//
+// Nothing the tier returns is trusted. A value is an [Entry] (a result and
+// its filler's deadlines) that [Encode] writes and the caller seals with
+// the fleet's keys ([NewRing]; [InsecureRing] for a tier trusted without a
+// secret, which detects corruption, not forgery) under the namespace, the
+// key ([Key]: a digest of the scope's fleet-wide name and the read's key)
+// and the value's version. [Open] reads it back in this order: a value
+// longer than the reader's limits allow ([Limits] plus [Framing]) is
+// refused before its seal is checked; then the seal (a value of another
+// secret, key or version is seal.ErrForged); then the body is decoded
+// within the limits (internal/wire: a value that would decode to more is
+// refused before it costs more), its deadlines checked in order, and its
+// scan types looked up among those this process knows (the driver.Value
+// types, the database/sql Null types, those it encoded itself): a name it
+// does not know is [ErrUnknownScanType]. Each refusal is an error the
+// caller counts as a miss. [Limits] are a reader's own policy's bounds,
+// with an eighth and [DecodeSlack] of room, so that a result the origin
+// shared is never refused where it is read.
+//
+// # What the floor admits
+//
+// A [Floor] keeps the highest fleet sequence number of the writes this
+// instance knows of: its own (raised before they are published), those of
+// authenticated messages, and the epochs a Fetch reported ([Floor.Learn],
+// within the fleet sequence the Fetch read). The tier cannot take them
+// back: an epoch it later deletes or lowers lowers nothing. [Floor.Admits]
+// admits a value only if its version is above every write known to the
+// tables of its read (for a read of rows, [Floor.AdmitsRows]: to its
+// table as a whole, to its pin set, to its tags), and version 0 never.
+// The floor's memory is bounded like the Shield's epochs (internal/epoch):
+// past its bounds it raises coarser floors (a table's, every table's),
+// which refuses more values than needed, never fewer. [EpochNames] are
+// the names a read checks in the tier, in the forms Learn reads.
+//
 // # Concurrency
 //
 // A State is safe for concurrent use. At most one flush runs at a time, in
@@ -59,8 +96,12 @@
 // a running flush; calls in flight end on their own timeouts, and nothing
 // is started in the background after it.
 //
-// The package knows nothing of the Shield's epochs, of the tier's interface
-// or of how a message is authenticated: the caller passes what a call does
-// (a function of its context) and how waiting writes are published
-// (Config.Flush).
+// A Floor is safe for concurrent use too; the other helpers hold no state
+// but the scan types this process has encoded.
+//
+// The package knows nothing of the Shield's flights, of the tier's
+// interface or of how a message is authenticated: the caller passes what a
+// call does (a function of its context) and how waiting writes are
+// published (Config.Flush), seals what Encode returns, and checks the
+// messages it hears before it raises the floor.
 package shared
