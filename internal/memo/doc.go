@@ -15,6 +15,17 @@
 // lock (sync.Map reads, generations swapped atomically); stores of one key
 // that race return one value to all of them.
 //
+// A [Map] is the one-generation form, for a memo whose entries are cheap to
+// learn again all at once: when a new entry finds it past its bound of
+// entries or bytes, every entry is dropped and the new one starts the next
+// generation. It holds at most the bounds plus one entry (plus what
+// concurrent stores race past them); a lookup right after a drop misses
+// everything stored before it. Lookups take no lock.
+//
+// None of them knows the schema: a memo whose entries stand under a schema
+// generation keeps that stamp beside it and replaces the memo when the
+// stamp moves.
+//
 // An [Expiring] remembers string keys for a while, each with a value and a
 // deadline, in a bounded count of entries. It keeps a 64-bit digest of each
 // key (under a seed of its own), never the key, so two keys may be taken for
