@@ -62,7 +62,11 @@ func tagKey(table, col, val string) string { return epoch.TagKey(table, col, val
 
 // rowColumns remembers the classes of the columns of tables (by tableKey,
 // over every schema's table of that name), learned from the catalog under
-// a schema generation: DDL through the Shield forgets them.
+// a schema generation: DDL through the Shield forgets them. A set under an
+// older generation is ignored; one under a newer generation, or into a map
+// of maxEpochTables tables, starts a new map. It is not a memo.Map: a set
+// replaces a table's classes (learned again for every statement shape on
+// that table) and the bound counts tables, not sets.
 type rowColumns struct {
 	mu  sync.RWMutex
 	gen uint64

@@ -347,6 +347,12 @@ func (sc *scope) noteConn(rc driver.Conn) {
 	}
 }
 
+// closureMemo remembers the write closures of a scope's tables (by
+// tableKey) under the schema generation gen. It is cleared when it holds
+// more than maxVerdicts tables before a batch of learned ones goes in: a
+// batch is never split and a table learned again does not count twice,
+// unlike a memo.Map, which counts every store; and a lookup of several
+// tables reads them all under one lock.
 type closureMemo struct {
 	gen uint64
 	mu  sync.Mutex
