@@ -73,6 +73,7 @@ type rowColumns struct {
 	m   map[string]map[string]colClass
 }
 
+// get returns the classes of table's columns learned under gen, or nil.
 func (rc *rowColumns) get(table string, gen uint64) map[string]colClass {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
@@ -82,6 +83,7 @@ func (rc *rowColumns) get(table string, gen uint64) map[string]colClass {
 	return rc.m[table]
 }
 
+// set remembers cols as the classes of table's columns under gen.
 func (rc *rowColumns) set(table string, cols map[string]colClass, gen uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
