@@ -62,13 +62,18 @@ func tagKey(table, col, val string) string { return epoch.TagKey(table, col, val
 
 // rowColumns remembers the classes of the columns of tables (by tableKey,
 // over every schema's table of that name), learned from the catalog under
-// a schema generation: DDL through the Shield forgets them.
+// a schema generation: DDL through the Shield forgets them. A set under an
+// older generation is ignored; one under a newer generation, or into a map
+// of maxEpochTables tables, starts a new map. It is not a memo.Map: a set
+// replaces a table's classes (learned again for every statement shape on
+// that table) and the bound counts tables, not sets.
 type rowColumns struct {
 	mu  sync.RWMutex
 	gen uint64
 	m   map[string]map[string]colClass
 }
 
+// get returns the classes of table's columns learned under gen, or nil.
 func (rc *rowColumns) get(table string, gen uint64) map[string]colClass {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
@@ -78,6 +83,7 @@ func (rc *rowColumns) get(table string, gen uint64) map[string]colClass {
 	return rc.m[table]
 }
 
+// set remembers cols as the classes of table's columns under gen.
 func (rc *rowColumns) set(table string, cols map[string]colClass, gen uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()

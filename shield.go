@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/memo"
 )
 
 // Errors callers may branch on with errors.Is.
@@ -342,8 +341,8 @@ func New(opts ...Option) *Shield {
 	}
 	guardDefaults(&s.opts)
 	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
-	s.tooLarge.init(4096)
-	s.warned.init(4096)
+	s.tooLarge.Init(4096)
+	s.warned.Init(4096)
 	if s.tierImpl != nil {
 		s.attachTier(s.tierImpl)
 	}
@@ -720,98 +719,32 @@ func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
 	}
 }
 
-// expiring remembers keys for a while, each with a value, in bounded
-// memory. It keeps a 64-bit digest of each key (under a seed of its own),
-// never the key: a key may be a megabyte of SQL and arguments. Two keys with
-// one digest are taken for one another, which is safe for every use of it:
-// a read goes unshared for a while (tooLarge), or a warning is not repeated
-// (warned); remembering is an optimisation, never a guarantee. When full,
-// it forgets expired digests, and everything if that frees too little.
-type expiring[V any] struct {
-	n    atomic.Int64 // len(m), read without the lock
-	mu   sync.Mutex
-	max  int
-	seed maphash.Seed
-	m    map[uint64]remembered[V] // digest → expiry and value
-}
-
-type remembered[V any] struct {
-	until int64 // Unix nanoseconds
-	v     V
-}
-
-func (e *expiring[V]) init(max int) {
-	e.max, e.seed, e.m = max, maphash.MakeSeed(), make(map[uint64]remembered[V])
-}
-
-// put remembers k with v until now+ttl, unless k is remembered at now and
-// keep(its value) says to keep it; it reports whether it stored v.
-func (e *expiring[V]) put(k string, v V, now time.Time, ttl time.Duration, keep func(V) bool) bool {
-	d, t := maphash.String(e.seed, k), now.UnixNano()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if r, ok := e.m[d]; ok && t < r.until && (keep == nil || keep(r.v)) {
-		return false
-	}
-	if len(e.m) >= e.max {
-		maps.DeleteFunc(e.m, func(_ uint64, r remembered[V]) bool { return t >= r.until })
-		if len(e.m) >= e.max*3/4 {
-			clear(e.m)
-		}
-	}
-	e.m[d] = remembered[V]{until: now.Add(ttl).UnixNano(), v: v}
-	e.n.Store(int64(len(e.m)))
-	return true
-}
-
-// get returns the value of k if k is remembered at now; an empty memo
-// costs one atomic load (it sits on the path of every shared read).
-func (e *expiring[V]) get(k string, now time.Time) (V, bool) {
-	var zero V
-	if e.n.Load() == 0 {
-		return zero, false
-	}
-	d := maphash.String(e.seed, k)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r, ok := e.m[d]
-	if !ok || now.UnixNano() >= r.until {
-		return zero, false
-	}
-	return r.v, true
-}
-
-// len returns how many digests e holds (expired ones included).
-func (e *expiring[V]) len() int { return int(e.n.Load()) }
-
-// expiringSet is an expiring memo of keys alone.
-type expiringSet struct{ expiring[struct{}] }
+// expiringSet is an expiring memo of keys alone (memo.Set): it keeps
+// digests, never the keys, which is safe for its use (a warning is not
+// repeated); remembering is an optimisation, never a guarantee.
+type expiringSet struct{ memo.Set }
 
 // add remembers k until now+ttl and reports whether k was new (or expired).
 func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
-	return e.put(k, struct{}{}, now, ttl, nil)
-}
-
-// has reports whether k is remembered at now.
-func (e *expiringSet) has(k string, now time.Time) bool {
-	_, ok := e.get(k, now)
-	return ok
+	return e.Add(k, now, ttl)
 }
 
 // tooLargeMemo remembers the keys whose results were too large to share,
 // each with the limits the result exceeded: a key skips sharing only while
 // the limits in force are no larger than those, so that an annotation or a
-// policy that raises maxrows= or maxbytes= shares the key at once.
-type tooLargeMemo struct{ expiring[limits] }
+// policy that raises maxrows= or maxbytes= shares the key at once. It keeps
+// digests of the keys (memo.Expiring): two keys of one digest are taken for
+// one another, and a read then goes unshared for a while.
+type tooLargeMemo struct{ memo.Expiring[limits] }
 
 // add remembers that key's result exceeded lim, until now+ttl.
 func (m *tooLargeMemo) add(key string, lim limits, now time.Time, ttl time.Duration) {
-	m.put(key, lim, now, ttl, nil)
+	m.Put(key, lim, now, ttl, nil)
 }
 
 // skips reports whether a read of key under the limits lim should skip
 // sharing at now: its result exceeded limits at least as large.
 func (m *tooLargeMemo) skips(key string, lim limits, now time.Time) bool {
-	was, ok := m.get(key, now)
+	was, ok := m.Get(key, now)
 	return ok && lim.Rows <= was.Rows && lim.Bytes <= was.Bytes
 }

@@ -237,7 +237,7 @@ func TestSessionChangeWithoutVerdict(t *testing.T) {
 	failed := &verdict{ready: make(chan struct{}), err: errProbesBusy, retryAt: time.Now().Add(time.Hour)}
 	failed.publish()
 	pending := &verdict{ready: make(chan struct{}), retryAt: time.Now().Add(time.Hour)}
-	memo := &verdictMemo{gen: s.schemaGen.Load()}
+	memo := newVerdictMemo(s.schemaGen.Load())
 	sc.verdicts.Store(memo)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -252,7 +252,7 @@ func TestSessionChangeWithoutVerdict(t *testing.T) {
 		{"SELECT n FROM items WHERE id = $2", pending, true},
 	} {
 		r := sqlscan.Scan(tc.sql)
-		memo.m.Store(r.Normalized, tc.v)
+		memo.m.LoadOrStore(r.Normalized, tc.v)
 		c := &conn{s: s, sc: sc}
 		c.record(done, &fate{r: r}, false)
 		if c.tainted != tc.changes {

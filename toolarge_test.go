@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The too-large memo keeps digests, not keys: 100 reads whose keys are a
@@ -46,7 +45,7 @@ func TestTooLargeMemoKeepsNoKeys(t *testing.T) {
 	if got := s.Stats().TooLarge; got != reads+1 {
 		t.Fatalf("TooLarge = %d, want %d (%v)", got, reads+1, s.Stats().BypassReasons)
 	}
-	if n := s.tooLarge.len(); n != reads+1 {
+	if n := s.tooLarge.Len(); n != reads+1 {
 		t.Fatalf("the memo holds %d keys, want %d", n, reads+1)
 	}
 	t.Logf("%d reads with 1 MiB keys retained %d bytes", reads, retained)
@@ -54,48 +53,6 @@ func TestTooLargeMemoKeepsNoKeys(t *testing.T) {
 		t.Errorf("%d reads with 1 MiB keys retained %d bytes, want at most 8 MiB", reads, retained)
 	}
 	runtime.KeepAlive(db)
-}
-
-// A full memo forgets the expired entries first: the live ones stay.
-func TestExpiringSetPurgesExpired(t *testing.T) {
-	var e expiringSet
-	e.init(100)
-	t0 := time.Unix(1000, 0)
-	key := func(i int) string { return strings.Repeat("q", i) }
-	for i := range 60 {
-		e.add(key(i), t0, 30*time.Second)
-	}
-	t1 := t0.Add(20 * time.Second)
-	for i := 60; i < 100; i++ {
-		e.add(key(i), t1, 30*time.Second)
-	}
-	t2 := t0.Add(40 * time.Second) // the first 60 expired, the last 40 live
-	if !e.add(key(100), t2, 30*time.Second) {
-		t.Fatal("a new key was not new")
-	}
-	if got := e.len(); got != 41 {
-		t.Errorf("len = %d after the purge, want 41", got)
-	}
-	for i := 60; i <= 100; i++ {
-		if !e.has(key(i), t2) {
-			t.Fatalf("live key %d forgotten", i)
-		}
-	}
-	if e.has(key(0), t2) || !e.add(key(0), t2, time.Second) {
-		t.Error("an expired key is still remembered")
-	}
-	if e.has(key(60), t0.Add(time.Minute)) {
-		t.Error("a key is remembered past its expiry")
-	}
-	// Full of live keys: everything is forgotten (bounded memory first).
-	var f expiringSet
-	f.init(10)
-	for i := range 11 {
-		f.add(key(i), t0, time.Hour)
-	}
-	if got := f.len(); got != 1 {
-		t.Errorf("len = %d after a full set of live keys, want 1", got)
-	}
 }
 
 // The too-large memo follows the limits in force: a result of 20 rows

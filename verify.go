@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/memo"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -96,14 +97,23 @@ func pureNames(pure []string, fn string) bool {
 	return false
 }
 
-// verdictMemo remembers a scope's verdicts in bounded memory; a new memo
-// replaces it when it is full or the schema changed.
+// verdictMemo remembers a scope's verdicts in bounded memory, under the
+// schema generation gen: a new memo replaces it when the schema changed, and
+// its map drops everything when full (maxVerdicts verdicts, maxVerdictBytes
+// bytes of keys).
 type verdictMemo struct {
-	gen   uint64
-	m     sync.Map // memoKey(normalized SQL) → *verdict
-	n     atomic.Int64
-	bytes atomic.Int64 // of the keys
+	gen uint64
+	m   *memo.Map[string, *verdict] // memoKey(normalized SQL) → *verdict
 }
+
+// newVerdictMemo returns an empty verdictMemo under the schema generation
+// gen.
+func newVerdictMemo(gen uint64) *verdictMemo {
+	return &verdictMemo{gen: gen, m: memo.NewMap(maxVerdicts, maxVerdictBytes, verdictKeySize)}
+}
+
+// verdictKeySize is what a verdict counts against maxVerdictBytes: its key.
+func verdictKeySize(key string, _ *verdict) int64 { return int64(len(key)) }
 
 // memoKey is the memo's key for a normalized text: the text itself when it
 // is short, a SHA-256 digest of it otherwise, so that a statement of
@@ -150,42 +160,37 @@ func (sc *scope) verdictOf(s *Shield, r *sqlscan.Result) *verdict {
 		return plainVerdict
 	}
 	gen := s.schemaGen.Load()
-	memo := sc.verdicts.Load()
-	if memo == nil || memo.gen != gen {
-		fresh := &verdictMemo{gen: gen}
-		if sc.verdicts.CompareAndSwap(memo, fresh) {
-			memo = fresh
+	vm := sc.verdicts.Load()
+	if vm == nil || vm.gen != gen {
+		fresh := newVerdictMemo(gen)
+		if sc.verdicts.CompareAndSwap(vm, fresh) {
+			vm = fresh
 		} else {
-			memo = sc.verdicts.Load()
+			vm = sc.verdicts.Load()
 		}
 	}
 	key := memoKey(r.Normalized)
-	if x, ok := memo.m.Load(key); ok {
-		v := x.(*verdict)
+	if v, ok := vm.m.Load(key); ok {
 		if !v.known() || time.Now().Before(v.retryAt) {
 			return v
 		}
 		// A failed verdict stands a few seconds, a good one verdictMaxAge
 		// (the schema may change behind the Shield's back): ask again.
 		nv := &verdict{ready: make(chan struct{}), gen: gen}
-		if memo.m.CompareAndSwap(key, v, nv) {
+		if vm.m.CompareAndSwap(key, v, nv) {
 			sc.startProbe(s, nv, r)
 			return nv
 		}
-		x, _ = memo.m.Load(key)
-		if x == nil {
+		x, ok := vm.m.Load(key)
+		if !ok {
 			return v
 		}
-		return x.(*verdict)
-	}
-	if memo.n.Add(1) > maxVerdicts || memo.bytes.Add(int64(len(key))) > maxVerdictBytes {
-		sc.verdicts.CompareAndSwap(memo, &verdictMemo{gen: gen})
-		memo = sc.verdicts.Load()
+		return x
 	}
 	nv := &verdict{ready: make(chan struct{}), gen: gen}
-	x, loaded := memo.m.LoadOrStore(key, nv)
+	x, loaded := vm.m.LoadOrStore(key, nv)
 	if loaded {
-		return x.(*verdict)
+		return x
 	}
 	sc.startProbe(s, nv, r)
 	return nv
@@ -342,6 +347,12 @@ func (sc *scope) noteConn(rc driver.Conn) {
 	}
 }
 
+// closureMemo remembers the write closures of a scope's tables (by
+// tableKey) under the schema generation gen. It is cleared when it holds
+// more than maxVerdicts tables before a batch of learned ones goes in: a
+// batch is never split and a table learned again does not count twice,
+// unlike a memo.Map, which counts every store; and a lookup of several
+// tables reads them all under one lock.
 type closureMemo struct {
 	gen uint64
 	mu  sync.Mutex

@@ -31,11 +31,11 @@ func TestVerdictMemoKeepsDigestsOfLongTexts(t *testing.T) {
 	}
 	memo := sc.verdicts.Load()
 	var keys, bytes int
-	memo.m.Range(func(k, _ any) bool {
+	memo.m.Range(func(k string, _ *verdict) bool {
 		keys++
-		bytes += len(k.(string))
-		if len(k.(string)) > maxVerdictKey {
-			t.Errorf("a key of %d bytes kept", len(k.(string)))
+		bytes += len(k)
+		if len(k) > maxVerdictKey {
+			t.Errorf("a key of %d bytes kept", len(k))
 			return false
 		}
 		return true

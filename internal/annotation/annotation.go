@@ -18,11 +18,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlflight/sqlflight/internal/memo"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -311,18 +310,14 @@ func (a *Annotation) Merge(base Fields) Fields {
 }
 
 // annotations remembers parsed annotations per text, in bounded memory: when
-// the map is full a new one starts, and texts over maxMemoAnnotation bytes
-// are parsed each time rather than kept. Lookups take no lock.
-var annotations atomic.Pointer[textMemo]
+// the map is full (4,096 texts) a new one starts, and texts over
+// maxMemoAnnotation bytes are parsed each time rather than kept. Lookups
+// take no lock.
+var annotations = memo.NewMap[string, *Result](4096, 0, nil)
 
 // maxMemoAnnotation bounds the annotation texts the memo keeps (4,096 of
 // them at most): a real one is a few dozen bytes.
 const maxMemoAnnotation = 1 << 10
-
-type textMemo struct {
-	m sync.Map // string → *Result
-	n atomic.Int64
-}
 
 // Result is a parsed annotation or its error.
 type Result struct {
@@ -348,21 +343,11 @@ func Cached(text string) (Annotation, error) {
 	if len(text) > maxMemoAnnotation {
 		return Parse(text)
 	}
-	memo := annotations.Load()
-	if memo == nil {
-		annotations.CompareAndSwap(nil, new(textMemo))
-		memo = annotations.Load()
-	}
-	if v, ok := memo.m.Load(text); ok {
-		r := v.(*Result)
+	if r, ok := annotations.Load(text); ok {
 		return r.A, r.Err
 	}
 	a, err := Parse(text)
-	if memo.n.Add(1) > 4096 {
-		annotations.CompareAndSwap(memo, new(textMemo))
-		memo = annotations.Load()
-	}
-	memo.m.Store(text, &Result{a, err})
+	annotations.LoadOrStore(text, &Result{a, err})
 	return a, err
 }
 

@@ -12,14 +12,14 @@ func TestAnnotationMemoKeepsNoLongTexts(t *testing.T) {
 	if _, err := Cached(short); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := annotations.Load().m.Load(short); !ok {
+	if _, ok := annotations.Load(short); !ok {
 		t.Error("a short annotation text was not memoized")
 	}
 	long := "name=long_annotation" + strings.Repeat(" ", 64<<10) + "soft=1s"
 	if _, err := Cached(long); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := annotations.Load().m.Load(long); ok {
+	if _, ok := annotations.Load(long); ok {
 		t.Error("a 64 KiB annotation text was memoized")
 	}
 }

@@ -2,8 +2,8 @@ package sqlscan
 
 import (
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/sqlflight/sqlflight/internal/memo"
 )
 
 // Memo bounds. A generation rotates when it holds memoEntries results or memoBytes bytes of
@@ -14,34 +14,25 @@ const (
 	memoMaxSQL  = 16 << 10
 )
 
-// generation is one map of the two-generation memo.
-type generation struct {
-	m     sync.Map // string → *Result
-	n     atomic.Int64
-	bytes atomic.Int64
+// scanMemo maps SQL texts to their Results with bounded memory: a memo.Gen of two generations,
+// each rotated when it holds memoEntries results or memoBytes bytes of SQL and normalized
+// text; a hit in the previous generation is promoted. Lookups take no lock.
+type scanMemo struct {
+	g     *memo.Gen[string, *Result]
+	parse func(string) *Result
 }
 
-// memo maps SQL texts to their Results with bounded memory: new entries go to the current
-// generation; when it is full it becomes the previous one (the older previous one is dropped)
-// and a new current one starts. A hit in the previous generation is promoted. Lookups take
-// no lock: sync.Map reads are lock-free and the generations are swapped atomically.
-type memo struct {
-	cur, prev atomic.Pointer[generation]
-	mu        sync.Mutex // serializes rotations
-	entries   int64      // rotate when a generation holds this many results …
-	bytes     int64      // … or this many bytes of text
-	parse     func(string) *Result
-}
-
-func newMemo(entries, bytes int64) *memo {
+func newMemo(entries, bytes int64) *scanMemo {
 	return newMemoOf(entries, bytes, Parse)
 }
 
-func newMemoOf(entries, bytes int64, parse func(string) *Result) *memo {
-	m := &memo{entries: entries, bytes: bytes, parse: parse}
-	m.cur.Store(new(generation))
-	m.prev.Store(new(generation))
-	return m
+func newMemoOf(entries, bytes int64, parse func(string) *Result) *scanMemo {
+	return &scanMemo{g: memo.NewGen(entries, bytes, resultSize), parse: parse}
+}
+
+// resultSize is the bytes a memo entry counts: an upper bound, since Normalized often aliases sql.
+func resultSize(sql string, r *Result) int64 {
+	return int64(len(sql) + len(r.Normalized))
 }
 
 // One memo per lexing mode: a text scans differently when standard_conforming_strings is off.
@@ -68,45 +59,15 @@ func ScanNonStandard(sql string) *Result {
 	return nonStandardMemo.scan(sql)
 }
 
-func (m *memo) scan(sql string) *Result {
+func (m *scanMemo) scan(sql string) *Result {
 	if len(sql) > memoMaxSQL {
 		return m.parse(sql)
 	}
-	cur := m.cur.Load()
-	if v, ok := cur.m.Load(sql); ok {
-		return v.(*Result)
-	}
-	if v, ok := m.prev.Load().m.Load(sql); ok {
-		r := v.(*Result)
-		m.store(sql, r)
+	if r, ok := m.g.Load(sql); ok {
 		return r
 	}
 	sql = strings.Clone(sql) // do not pin a caller's larger buffer; Normalized may alias it
-	return m.store(sql, m.parse(sql))
-}
-
-// store adds r to the current generation (or returns the Result another goroutine stored
-// first, so that callers of one text share one Result) and rotates a full generation.
-func (m *memo) store(sql string, r *Result) *Result {
-	cur := m.cur.Load()
-	if v, loaded := cur.m.LoadOrStore(sql, r); loaded {
-		return v.(*Result)
-	}
-	size := int64(len(sql) + len(r.Normalized)) // an upper bound: Normalized often aliases sql
-	if cur.n.Add(1) >= m.entries || cur.bytes.Add(size) >= m.bytes {
-		m.rotate(cur)
-	}
-	return r
-}
-
-// rotate makes the full generation the previous one and starts a new current one, unless another
-// goroutine already did.
-func (m *memo) rotate(full *generation) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cur.Load() != full {
-		return
-	}
-	m.prev.Store(full)
-	m.cur.Store(new(generation))
+	// Store returns the Result another goroutine stored first, so that callers of one text
+	// share one Result.
+	return m.g.Store(sql, m.parse(sql))
 }
