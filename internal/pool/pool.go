@@ -11,11 +11,12 @@
 // with Counted (the scope's first). A connection stays counted until it is
 // closed through the Pool (Close, or Put that does not keep it, or
 // CloseIdle, or the sweep); one handed to a virtual connection, or lent by
-// one, stays counted while it is out. Under Pool.Max (0: no cap) Get opens
-// a connection only while fewer than Max are counted; at the cap it asks
-// the Lendable func once for a connection a virtual one may give up, and
-// otherwise waits (on its context) until a connection is put back, closed
-// or fails to open, then tries again. A failed open is not counted.
+// one, stays counted while it is out. Get takes an idle connection, else
+// asks the Lendable func for one a virtual connection may give up, else
+// opens one, but under Pool.Max (0: no cap) only while fewer than Max are
+// counted; at the cap it asks Lendable again and otherwise waits (on its
+// context) until a connection is put back, closed or fails to open, then
+// tries again from the idle ones. A failed open is not counted.
 //
 // # Idle connections
 //
@@ -24,9 +25,9 @@
 // Users is nil) and either fewer than MaxIdle are idle or the pool is
 // capped (under a cap every idle connection is kept: someone may wait for
 // it); otherwise it is closed. An idle connection is closed once it has
-// been idle for IdleTimeout: a sweep runs IdleTimeout after the first
-// connection goes idle, closes those idle that long and sets itself for the
-// next. Get takes the most recently idle connection first. CloseIdle
+// been idle for IdleTimeout: a sweep runs IdleTimeout after a connection
+// goes idle while none is set, closes those idle that long and sets itself
+// for the next, until none is idle. Get takes the most recently idle connection first. CloseIdle
 // closes every idle connection at once (the scope's last user went).
 //
 // # Time and concurrency
@@ -64,7 +65,8 @@ const (
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
-	// AfterFunc calls f once, in its own goroutine, after d has passed.
+	// AfterFunc calls f once, in its own goroutine, after d has passed;
+	// never before AfterFunc returned (the pool holds its lock meanwhile).
 	AfterFunc(d time.Duration, f func())
 }
 
