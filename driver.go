@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/dsnparam"
+	"github.com/sqlflight/sqlflight/internal/identity"
 )
 
 // DriverName is the name under which importing this package registers the
@@ -189,8 +190,8 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	if err != nil {
 		return nil, err
 	}
-	res := resolveDSN(d.parent, stripped)
-	key := dsnKey{dsn, res.name}
+	res := identity.Resolve(d.parent, stripped)
+	key := dsnKey{dsn, res.Name}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.scopes[key]; e != nil {
@@ -205,7 +206,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 			return e, nil
 		}
 	}
-	e := &dsnScope{s: d.s, dsn: stripped, drv: self, cfg: res.cfg}
+	e := &dsnScope{s: d.s, dsn: stripped, drv: self, cfg: res.Config}
 	if len(params) > 0 {
 		o := d.s.opts
 		tier := d.s.tierImpl
@@ -240,13 +241,13 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 	}
 	e.sc = e.s.newScope()
-	e.sc.fleetBase = res.name
-	if c := res.cfg; c != nil {
+	e.sc.fleetBase = res.Name
+	if c := res.Config; c != nil {
 		e.sc.setLabel(fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port), true)
 	}
 	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
-	if res.cfg != nil {
-		open = pgxOpener(stripped, res)
+	if res.Config != nil {
+		open = identity.Opener(stripped, res)
 	}
 	e.open = e.sc.opener(e.s, open)
 	if len(d.scopes) >= d.sweepAt {

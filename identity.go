@@ -4,17 +4,11 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
+	"github.com/sqlflight/sqlflight/internal/identity"
 )
 
 // Who a scope's connections are. A scope shares results between
@@ -46,175 +40,27 @@ import (
 // in as another role than the scope's first is refused: the scope's cached
 // rows are the first role's.
 
-// resolution is what a DSN resolves to for the parent driver.
-type resolution struct {
-	// name identifies what the DSN reaches, without its password: for pgx
-	// the servers, database, user and session parameters, the environment
-	// applied; for other drivers the DSN text.
-	name string
-	// cfg is pgx's resolved configuration; nil for other drivers and for
-	// DSNs pgx cannot parse (such as the names of registered configs).
-	cfg *pgx.ConnConfig
-}
+// fleetName is the name of what dsn resolves to (identity.Resolution's
+// Name).
+func fleetName(parent driver.Driver, dsn string) string { return identity.Resolve(parent, dsn).Name }
 
-// resolveDSN resolves dsn (without sqlflight.* parameters) as the parent
-// would, now.
-func resolveDSN(parent driver.Driver, dsn string) resolution {
-	if _, ok := parent.(*stdlib.Driver); ok {
-		if cfg, err := pgx.ParseConfig(dsn); err == nil {
-			return resolution{name: pgxName(cfg), cfg: cfg}
-		}
-	}
-	return resolution{name: "dsn\x00" + dsn}
-}
-
-// fleetName is the name of what dsn resolves to (see resolution.name).
-func fleetName(parent driver.Driver, dsn string) string { return resolveDSN(parent, dsn).name }
-
-// pgxName names a pgx configuration: two configurations of one name reach
-// the same database as the same user with the same settings, whatever the
-// DSN's spelling. The password is not part of it.
-func pgxName(cfg *pgx.ConnConfig) string {
-	// Servers in order, each once (sslmode=prefer lists one twice).
-	servers := []string{fmt.Sprintf("%s\x00%d", cfg.Host, cfg.Port)}
-	for _, fb := range cfg.Fallbacks {
-		if hp := fmt.Sprintf("%s\x00%d", fb.Host, fb.Port); !slices.Contains(servers, hp) {
-			servers = append(servers, hp)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "pgx\x00%s\x01%s\x00%s", strings.Join(servers, "\x00"), cfg.Database, cfg.User)
-	for _, k := range slices.Sorted(maps.Keys(cfg.RuntimeParams)) {
-		fmt.Fprintf(&b, "\x00%s=%s", k, cfg.RuntimeParams[k])
-	}
-	return b.String()
-}
-
-// pgxOpener opens the real connections of a scope that resolved dsn to r.
-// Each resolves dsn again and uses that configuration when it still names
-// what r names (a changed password applies); otherwise it uses r's.
-func pgxOpener(dsn string, r resolution) func(context.Context) (driver.Conn, error) {
-	return func(ctx context.Context) (driver.Conn, error) {
-		cfg := r.cfg
-		if now, err := pgx.ParseConfig(dsn); err == nil && pgxName(now) == r.name {
-			cfg = now
-		}
-		return stdlib.GetConnector(*cfg).Connect(ctx)
-	}
-}
-
-// serverID is what a real connection's server says of itself.
+// serverID is what a real connection's server says of itself
+// (identity.Server).
 type serverID struct {
 	system   string // pg_control_system().system_identifier; "" if the role may not read it
 	database string // the database's OID
 	roles    string // session_user and current_user
 }
 
-// serverIdentifier is a connection that can tell its serverID (pgx's, and
-// test doubles). ok is false when the server tells nothing.
-type serverIdentifier interface {
-	serverIdentity(ctx context.Context) (id serverID, ok bool, err error)
+// serverIDOf is id in the root's spelling.
+func serverIDOf(id identity.Server) serverID {
+	return serverID{system: id.System, database: id.Database, roles: id.Roles}
 }
 
-// identifyTimeout bounds the identity query of a new real connection.
-const identifyTimeout = 5 * time.Second
-
-// The identity queries run with the simple protocol on the connection's
-// PgConn: no prepared statement, no transaction, no setting is left behind.
-const (
-	identityQuery = `SELECT s.system_identifier::text, d.oid::text, session_user::text, current_user::text ` +
-		`FROM pg_catalog.pg_control_system() s, pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()`
-	identityQueryNoSystem = `SELECT '', d.oid::text, session_user::text, current_user::text ` +
-		`FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()`
-)
-
-// pgxIdentity asks a pgx connection's server who it is. A server that
-// refuses pg_control_system() (EXECUTE revoked, or not PostgreSQL itself)
-// still tells the database and roles; one that refuses both tells nothing
-// (ok false). Any other error means the connection is unusable.
+// pgxIdentity asks a pgx connection's server who it is (identity.OfPgx).
 func pgxIdentity(ctx context.Context, pc *pgconn.PgConn) (serverID, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
-	defer cancel()
-	row, err := queryRow(ctx, pc, identityQuery)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		row, err = queryRow(ctx, pc, identityQueryNoSystem)
-		if errors.As(err, &pe) {
-			return serverID{}, false, nil
-		}
-	}
-	if err != nil {
-		return serverID{}, false, err
-	}
-	if pc.TxStatus() != 'I' {
-		return serverID{}, false, errors.New("sqlflight: the identity query left the session in a transaction")
-	}
-	return serverID{system: row[0], database: row[1], roles: row[2] + "\x00" + row[3]}, true, nil
-}
-
-// queryRow runs q (one row of four text columns) with the simple protocol.
-func queryRow(ctx context.Context, pc *pgconn.PgConn, q string) ([]string, error) {
-	res, err := pc.Exec(ctx, q).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 4 {
-		return nil, errors.New("sqlflight: unexpected answer to the identity query")
-	}
-	out := make([]string, 4)
-	for i, v := range res[0].Rows[0] {
-		out[i] = string(v)
-	}
-	return out, nil
-}
-
-// serverIdentity returns what rc's server says of itself; ok is false for
-// connections that cannot tell (not PostgreSQL, or a server that refuses).
-func serverIdentity(ctx context.Context, rc driver.Conn, postgres bool) (id serverID, ok bool, err error) {
-	switch c := rc.(type) {
-	case *stdlib.Conn:
-		return pgxIdentity(ctx, c.Conn().PgConn())
-	case serverIdentifier:
-		return c.serverIdentity(ctx)
-	}
-	if postgres {
-		return driverIdentity(ctx, pgverdict.OfDriver(rc))
-	}
-	return serverID{}, false, nil
-}
-
-// driverIdentity is pgxIdentity through another PostgreSQL driver.
-func driverIdentity(ctx context.Context, c pgverdict.Session) (serverID, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
-	defer cancel()
-	row, err := identityRow(ctx, c, identityQuery)
-	if err != nil && pgverdict.SQLState(err) != "" {
-		row, err = identityRow(ctx, c, identityQueryNoSystem)
-		if err != nil && pgverdict.SQLState(err) != "" {
-			return serverID{}, false, nil
-		}
-	}
-	if err != nil {
-		return serverID{}, false, err
-	}
-	return serverID{system: row[0], database: row[1], roles: row[2] + "\x00" + row[3]}, true, nil
-}
-
-func identityRow(ctx context.Context, c pgverdict.Session, q string) ([]string, error) {
-	rows, err := c.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if len(rows) != 1 || len(rows[0]) != 4 {
-		return nil, errors.New("sqlflight: unexpected answer to the identity query")
-	}
-	out := make([]string, 4)
-	for i, v := range rows[0] {
-		if v != nil {
-			out[i] = *v
-		}
-	}
-	return out, nil
+	id, ok, err := identity.OfPgx(ctx, pc)
+	return serverIDOf(id), ok, err
 }
 
 // errOtherRole refuses a real connection that logged in as another role
@@ -250,13 +96,14 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 // another role is refused.
 func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error {
 	postgres := isPgx(rc)
-	if _, double := rc.(serverIdentifier); !postgres && !double {
+	if _, double := rc.(identity.Identifier); !postgres && !double {
 		postgres = sc.detect(ctx, rc) > 0
 	}
-	id, ok, err := serverIdentity(ctx, rc, postgres)
+	told, ok, err := identity.Of(ctx, rc, postgres)
 	if err != nil {
 		return err
 	}
+	id := serverIDOf(told)
 	sc.idMu.Lock()
 	defer sc.idMu.Unlock()
 	if !ok {

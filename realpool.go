@@ -3,9 +3,8 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
-	"sync"
-	"sync/atomic"
-	"time"
+
+	"github.com/sqlflight/sqlflight/internal/pool"
 )
 
 // The scope's real connections. A virtual connection opens a real one only
@@ -21,215 +20,52 @@ import (
 // cannot tell one real connection from another.
 
 // spareConns are the scope's real connections that belong to no virtual
-// one: background refreshes and probes run on them, and a virtual
-// connection that needs a real one takes an idle one before it opens
-// another. Up to maxSpareIdle idle connections are kept, each for
-// spareIdle. It also counts every real connection of the scope against
-// Options.MaxConns.
+// one (internal/pool): background refreshes and probes run on them, and a
+// virtual connection that needs a real one takes an idle one before it
+// opens another. The pool also counts every real connection of the scope
+// against Options.MaxConns. The methods keep the spelling of the root's
+// call sites; the Shield they are given is the one init made the pool
+// count for (a scope belongs to one Shield).
 type spareConns struct {
-	live *atomic.Int64 // the scope's open virtual connections
-	// lendable takes a lendable real connection from a virtual one, or
-	// returns nil (scope.takeLendable).
-	lendable func() driver.Conn
-
-	mu      sync.Mutex
-	open    func(context.Context) (driver.Conn, error)
-	idle    []idleReal // oldest first
-	timer   *time.Timer
-	max     int           // Options.MaxConns: the cap on open connections (0: none)
-	n       int           // open real connections of the scope, the feed's aside
-	waiters int           // callers waiting under the cap
-	freed   chan struct{} // closed when a connection is freed while someone waits
+	pool pool.Pool
+	max  int // Options.MaxConns: the cap on open connections (0: none)
 }
 
-type idleReal struct {
-	rc    driver.Conn
-	since time.Time
+// init sets the pool up for sc, a scope of s: capped at Options.MaxConns,
+// kept while sc has virtual connections, lent to by them, counted in s's
+// Stats. It runs once, before sc is used.
+func (p *spareConns) init(s *Shield, sc *scope) {
+	p.max = s.opts.MaxConns
+	p.pool.Max = p.max
+	p.pool.Users = sc.live.Load
+	p.pool.Lendable = func() driver.Conn { return sc.takeLendable(s) }
+	p.pool.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
 }
 
-const (
-	// spareIdle is how long an idle spare connection is kept.
-	spareIdle = 30 * time.Second
-	// maxSpareIdle is how many idle spare connections are kept.
-	maxSpareIdle = 2
-)
-
-func (p *spareConns) setOpen(open func(context.Context) (driver.Conn, error)) {
-	p.mu.Lock()
-	if p.open == nil {
-		p.open = open
-	}
-	p.mu.Unlock()
-}
+func (p *spareConns) setOpen(open func(context.Context) (driver.Conn, error)) { p.pool.SetOpen(open) }
 
 // counted counts a real connection opened outside the pool (a scope's
 // first).
-func (p *spareConns) counted() {
-	p.mu.Lock()
-	p.n++
-	p.mu.Unlock()
-}
-
-// get returns an idle connection or a new one; under the cap it waits (on
-// ctx) for one to be freed, lent or given back. reused reports a connection
-// that served before.
-func (p *spareConns) get(ctx context.Context, s *Shield) (rc driver.Conn, reused bool, err error) {
-	for {
-		p.mu.Lock()
-		if rc := p.popIdle(); rc != nil {
-			p.mu.Unlock()
-			return rc, true, nil
-		}
-		if p.max <= 0 || p.n < p.max {
-			p.n++
-			open := p.open
-			p.mu.Unlock()
-			rc, err := open(ctx)
-			if err != nil {
-				p.mu.Lock()
-				p.n--
-				p.signalLocked()
-				p.mu.Unlock()
-				return nil, false, err
-			}
-			s.stats.realOpened.Add(1)
-			s.stats.realConns.Add(1)
-			return rc, false, nil
-		}
-		if p.freed == nil {
-			p.freed = make(chan struct{})
-		}
-		freed := p.freed
-		p.waiters++
-		p.mu.Unlock()
-		if p.lendable != nil {
-			if rc := p.lendable(); rc != nil {
-				p.mu.Lock()
-				p.waiters--
-				p.mu.Unlock()
-				return rc, true, nil
-			}
-		}
-		s.stats.realWaits.Add(1)
-		select {
-		case <-freed:
-		case <-ctx.Done():
-		}
-		p.mu.Lock()
-		p.waiters--
-		p.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-	}
-}
-
-// popIdle takes the most recently idle connection; p.mu is held.
-func (p *spareConns) popIdle() driver.Conn {
-	n := len(p.idle)
-	if n == 0 {
-		return nil
-	}
-	rc := p.idle[n-1].rc
-	p.idle[n-1] = idleReal{}
-	p.idle = p.idle[:n-1]
-	return rc
-}
-
-// signalLocked wakes the callers waiting under the cap; p.mu is held.
-func (p *spareConns) signalLocked() {
-	if p.freed != nil && p.waiters > 0 {
-		close(p.freed)
-		p.freed = nil
-	}
-}
-
-// takeIdle hands an idle connection over for good (to a virtual
-// connection that would otherwise open one), or returns nil.
-func (p *spareConns) takeIdle() driver.Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.popIdle()
-}
+func (p *spareConns) counted() { p.pool.Counted() }
 
 // put takes rc back: it stays idle while the scope has virtual connections
 // and room (or someone waits for it), else it is closed. A broken
 // connection, or one its driver no longer finds valid, is closed.
-func (p *spareConns) put(rc driver.Conn, broken bool, s *Shield) {
-	if v, ok := rc.(driver.Validator); ok && !broken && !v.IsValid() {
-		broken = true
-	}
-	p.mu.Lock()
-	if !broken && (p.live == nil || p.live.Load() > 0) && (len(p.idle) < maxSpareIdle || p.max > 0) {
-		p.idle = append(p.idle, idleReal{rc: rc, since: time.Now()})
-		p.signalLocked()
-		if p.timer == nil {
-			p.timer = time.AfterFunc(spareIdle, func() { p.sweep(s) })
-		}
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	p.closeReal(rc, s)
-}
+func (p *spareConns) put(rc driver.Conn, broken bool, _ *Shield) { p.pool.Put(rc, broken) }
 
 // closeReal closes one of the scope's real connections.
-func (p *spareConns) closeReal(rc driver.Conn, s *Shield) {
-	p.mu.Lock()
-	p.n--
-	p.signalLocked()
-	p.mu.Unlock()
-	s.stats.realConns.Add(-1)
-	_ = rc.Close()
-}
+func (p *spareConns) closeReal(rc driver.Conn, _ *Shield) { p.pool.Close(rc) }
 
 // closeAll closes the idle connections: the scope's last virtual
 // connection closed.
-func (p *spareConns) closeAll(s *Shield) {
-	for {
-		rc := p.takeIdle()
-		if rc == nil {
-			return
-		}
-		p.closeReal(rc, s)
-	}
-}
-
-// sweep closes the connections idle for spareIdle and sets the timer for
-// the next.
-func (p *spareConns) sweep(s *Shield) {
-	now := time.Now()
-	var old []driver.Conn
-	p.mu.Lock()
-	i := 0
-	for i < len(p.idle) && now.Sub(p.idle[i].since) >= spareIdle {
-		old = append(old, p.idle[i].rc)
-		i++
-	}
-	p.idle = append(p.idle[:0], p.idle[i:]...)
-	if len(p.idle) > 0 {
-		p.timer = time.AfterFunc(spareIdle-now.Sub(p.idle[0].since), func() { p.sweep(s) })
-	} else {
-		p.timer = nil
-	}
-	p.mu.Unlock()
-	for _, rc := range old {
-		p.closeReal(rc, s)
-	}
-}
+func (p *spareConns) closeAll(_ *Shield) { p.pool.CloseIdle() }
 
 // anyReal returns a real connection that belongs to no virtual one: an
 // idle one, one lent by a virtual connection whose session cannot matter,
 // or a new one (under Options.MaxConns, once one is freed). reused reports
 // one that served before.
 func (sc *scope) anyReal(ctx context.Context, s *Shield) (rc driver.Conn, reused bool, err error) {
-	if rc := sc.spare.takeIdle(); rc != nil {
-		return rc, true, nil
-	}
-	if rc := sc.takeLendable(s); rc != nil {
-		return rc, true, nil
-	}
-	rc, reused, err = sc.spare.get(ctx, s)
+	rc, reused, err = sc.spare.pool.Get(ctx)
 	if err != nil {
 		return nil, false, err
 	}

@@ -100,9 +100,7 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
-	sc.spare.live = &sc.live
-	sc.spare.max = s.opts.MaxConns
-	sc.spare.lendable = func() driver.Conn { return sc.takeLendable(s) }
+	sc.spare.init(s, sc)
 	sc.guard.init(&s.opts, func(from, to breakerState) {
 		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
 	}, s.opts.Clock)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlflight/sqlflight/internal/identity"
 )
 
 // idDriver is a fakeDriver whose connections tell a server identity: the
@@ -26,7 +28,7 @@ type idDriver struct {
 }
 
 type idAnswer struct {
-	id  serverID
+	id  identity.Server
 	ok  bool
 	err error
 }
@@ -54,12 +56,12 @@ type idConn struct {
 	a idAnswer
 }
 
-func (c *idConn) serverIdentity(context.Context) (serverID, bool, error) {
+func (c *idConn) ServerIdentity(context.Context) (identity.Server, bool, error) {
 	return c.a.id, c.a.ok, c.a.err
 }
 
 func server(system, db, role string) idAnswer {
-	return idAnswer{id: serverID{system: system, database: db, roles: role + "\x00" + role}, ok: true}
+	return idAnswer{id: identity.Server{System: system, Database: db, Roles: role + "\x00" + role}, ok: true}
 }
 
 func loggerTo(b *logBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
@@ -412,7 +414,7 @@ func TestPgxScopeNamedByServerIdentity(t *testing.T) {
 		t.Fatalf("fleet name %q lacks the server's identity %q", e.sc.shared, want)
 	}
 	cfg, _ := pgx.ParseConfig(dsn)
-	if !strings.HasPrefix(e.sc.shared, pgxName(cfg)+"\x00server\x00") || cfg.Password != "" && strings.Contains(e.sc.shared, cfg.Password) {
+	if !strings.HasPrefix(e.sc.shared, identity.Name(cfg)+"\x00server\x00") || cfg.Password != "" && strings.Contains(e.sc.shared, cfg.Password) {
 		t.Fatalf("fleet name %q", e.sc.shared)
 	}
 }
