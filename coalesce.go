@@ -655,7 +655,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	if handoff != nil {
 		s.stats.tooLarge.Add(1)
 		s.tooLarge.add(f.Key(), f.Data.lim, time.Now(), tooLargeMemory)
-		h = mirrorRows(handoff, handoff.res.Mask)
+		h = mirrorRows(handoff, handoff.cur.Result().Mask)
 	}
 	s.flights.Finish(f, res, err, h)
 }

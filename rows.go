@@ -55,7 +55,7 @@ type (
 func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, err error) {
 	res, prefix, err := resultset.Materialize(rows, shareMask(rows, mirrorRowsMask(rows)), lim)
 	if prefix {
-		return nil, &replay{res: res, cur: resultset.NewCursor(res), tail: rows}, nil
+		return nil, &replay{cur: resultset.NewCursor(res), tail: rows}, nil
 	}
 	return res, nil, err
 }
@@ -65,8 +65,7 @@ func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, er
 // leader's rows of a result too large to share); once tail moved to a later
 // result set, replay only delegates (onParent).
 type replay struct {
-	res      *result
-	cur      resultset.Cursor // over res
+	cur      resultset.Cursor // over the recorded result
 	tail     driver.Rows
 	onParent bool
 	// rowOnTail: the current row came from tail's NextRow (Go 1.27).
@@ -80,7 +79,7 @@ var _ rowsImpl = (*replay)(nil)
 func newReplay(res *result) driver.Rows {
 	// A result from the shared tier may come from a build that knows
 	// interfaces this one does not.
-	return mirrorRows(&replay{res: res, cur: resultset.NewCursor(res)}, res.Mask&mirrorRowsAll)
+	return mirrorRows(&replay{cur: resultset.NewCursor(res)}, res.Mask&mirrorRowsAll)
 }
 
 // onTail reports whether the buffered rows are used up and the parent rows
