@@ -3,10 +3,10 @@ package sqlflight
 import (
 	"context"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/route"
 )
 
 // Policy says how one statement is shared. Its zero value coalesces
@@ -85,24 +85,10 @@ type Rule struct {
 	Policy Policy
 }
 
+// matches reports whether r matches a statement reading tables with the
+// normalized text (route.RuleMatches).
 func (r *Rule) matches(tables []string, normalized string) bool {
-	if r.Match != nil && !r.Match.MatchString(normalized) {
-		return false
-	}
-	if len(r.Tables) == 0 {
-		return r.Match != nil
-	}
-	for _, want := range r.Tables {
-		if i := strings.LastIndexByte(want, '.'); i >= 0 {
-			want = want[i+1:]
-		}
-		for _, t := range tables {
-			if strings.EqualFold(t, want) {
-				return true
-			}
-		}
-	}
-	return false
+	return route.RuleMatches(r.Tables, r.Match, tables, normalized)
 }
 
 // basePolicy is the policy below the annotation: the context's, else the

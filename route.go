@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql/driver"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/route"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -20,7 +19,9 @@ import (
 
 // Reasons a statement bypasses sharing (Stats.BypassReasons). Each one is
 // documented on Stats.BypassReasons, in docs/configuration.md ("Options and stats") and
-// listed in prom.BypassReasons.
+// listed in prom.BypassReasons. They are route's reasons (route.ReasonExec,
+// …), spelled out here for the tests that read this file; a test checks that
+// the two agree.
 const (
 	bypassExec          = "exec"
 	bypassTx            = "transaction"
@@ -126,81 +127,47 @@ func (s *Shield) routeQuiet(ctx context.Context, c *conn, r *sqlscan.Result, ask
 	return f
 }
 
-// decide fills in f's reason, plan and dependencies.
+// decide fills in f's reason, plan and dependencies: route.Decide on the
+// connection's state, the policy below the annotation and, when ask, the
+// server's verdict.
 func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, args []driver.NamedValue, ask bool) {
-	r, a := f.r, &f.a
+	r := f.r
 	f.part.Scope, f.part.Set = ScopeOf(ctx)
 	f.part.Session = c.scoped
-	switch {
-	case !annotated && r.HasAnnotation:
-		f.reason = bypassBadAnnotation
-		return
-	case c.inTx():
-		f.reason = bypassTx
-		return
-	case c.tainted, c.scoped && (!f.part.Set || f.part.Scope != c.sessionScope):
-		// A session changed under no scope, or under another one.
-		f.reason = bypassSession
-		return
-	case !r.ReadOnly:
-		f.reason = bypassWrite
-		return
-	case r.Verdict == sqlscan.Never:
-		f.reason = bypassNotShareable
-		return
-	case c.openRows.Load() > 0:
-		f.reason = bypassBusy
+	cs := route.Conn{
+		InTx: c.inTx(), Tainted: c.tainted, Scoped: c.scoped, SessionScope: c.sessionScope,
+		ScopeSet: f.part.Set, Scope: f.part.Scope, OpenRows: c.openRows.Load() > 0,
+	}
+	if f.reason = route.Gate(r, annotated, cs); f.reason != "" {
 		return
 	}
 	pol, _ := s.basePolicy(ctx, r.Tables, r.Normalized)
-	explicitTTL := false
+	in := route.Input{Scan: r, Annotated: annotated, Base: annotation.Fields(pol), Conn: cs, Args: args}
 	if annotated {
-		pol = Policy(a.Merge(annotation.Fields(pol)))
-		explicitTTL = a.Set&annotation.SetSoft != 0 && a.Fields.Soft > 0
+		in.Annotation = f.a
 	}
-	f.plan.pol = pol
-	f.cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
-	if pol.Off {
-		f.reason = bypassPolicy
-		return
-	}
-	f.tables, f.known = r.Tables, r.TablesKnown
-	// Results of time functions, time words and user functions are cached
-	// only under a TTL the statement itself states.
-	cacheable := r.Verdict == sqlscan.Shareable
 	if ask {
-		f.v = c.sc.verdictOf(s, r)
-	}
-	if v := f.v; v != nil {
-		// The server's word. No policy vouches for a function; only the
-		// statement's own pure= entry does.
-		switch {
-		case !c.awaitVerdict(ctx, v) || v.err != nil:
-			f.reason = bypassUnverified
-			return
-		case len(v.volatileUnvouched(a.Pure)) > 0, len(v.sv.PerSession) > 0:
-			f.reason = bypassNotShareable
-			return
+		in.Verdict = func() (route.Verdict, bool) {
+			f.v = c.sc.verdictOf(s, r)
+			v := f.v
+			if v == nil {
+				return route.Verdict{}, false // none to be had: judged on the text
+			}
+			if !c.awaitVerdict(ctx, v) || v.err != nil {
+				return route.Verdict{}, true
+			}
+			return route.Verdict{
+				Verified: true, Volatile: v.sv.Volatile, PerSession: v.sv.PerSession,
+				TimeDependent: v.sv.TimeDependent, UserFunctions: v.sv.UserFunctions,
+				Tables: v.tables, TablesKnown: v.sv.TablesKnown,
+			}, true
 		}
-		f.tables, f.known = v.tables, v.sv.TablesKnown
-		cacheable = r.Verdict != sqlscan.InFlightOnly && !v.sv.TimeDependent && !v.sv.UserFunctions &&
-			len(v.sv.Volatile) == 0
-	} else if r.Verdict == sqlscan.OptIn && !allPure(a.Pure, r.Unknown) {
-		// Text only: functions the scanner cannot vouch for may write.
-		f.reason = bypassNotShareable
+	}
+	p := route.Decide(in)
+	f.reason, f.plan.pol, f.plan.cache, f.cacheable = p.Reason, Policy(p.Policy), p.Cache, p.Cacheable
+	f.tables, f.known = p.Tables, p.Known
+	if f.reason != "" {
 		return
-	}
-	if cacheable && timeArgs(args) {
-		cacheable = false
-	}
-	f.cacheable = cacheable
-	f.plan.cache = pol.Soft > 0 && !pol.NoCache && (cacheable || explicitTTL)
-	if pol.NoCoalesce && !f.plan.cache {
-		f.reason = bypassPolicy
-		return
-	}
-	if pol.Tables != nil {
-		f.tables, f.known = pol.Tables, true
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
 	// alone (as the server or its tables= annotation says).
@@ -209,46 +176,8 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 }
 
-// union returns the sorted union of a and b.
-func union(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	for _, t := range a {
-		out = append(out, tableKey(t))
-	}
-	for _, t := range b {
-		out = append(out, tableKey(t))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-func allPure(pure, fns []string) bool {
-	for _, f := range fns {
-		if !pureNames(pure, f) {
-			return false
-		}
-	}
-	return true
-}
-
-// timeArgs reports whether an argument is a date/time input that follows
-// the clock ('now', 'today', …): the result must not be reused past the
-// flight, like now().
-func timeArgs(args []driver.NamedValue) bool {
-	for i := range args {
-		switch v := args[i].Value.(type) {
-		case string:
-			if len(v) <= 64 && sqlscan.TimeWord(v) {
-				return true
-			}
-		case []byte:
-			if len(v) <= 64 && sqlscan.TimeWord(string(v)) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// union returns the sorted union of a and b (route.Union).
+func union(a, b []string) []string { return route.Union(a, b) }
 
 // logBypass says at debug level, once per statement and reason, why a read
 // was not shared.
@@ -321,7 +250,7 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 			c.sqlTx = true // COMMIT/ROLLBACK AND CHAIN: a new transaction begins at once
 			c.beginTxSession()
 		}
-		if st.Kind == sqlscan.KindSavepoint && (len(r.Statements) > 1 || rollbackTo(r)) {
+		if st.Kind == sqlscan.KindSavepoint && (len(r.Statements) > 1 || route.RollbackTo(r)) {
 			rolledBackTo = true
 		}
 		if st.Taints {
@@ -330,7 +259,7 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		if st.ClearsTaint && !failed {
 			c.resetSession()
 		}
-		if changesSchema(r, st) {
+		if route.ChangesSchema(r, st) {
 			// The schema changed (or may have): verdicts and closures
 			// learned before are forgotten — now, and again when its
 			// transaction ends (a probe in between saw the old schema).
@@ -362,7 +291,7 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 			c.changeSession(ctx, false, failed)
 		}
 	}
-	if r.Kind == sqlscan.KindExplain && explainRuns(r) {
+	if r.Kind == sqlscan.KindExplain && route.ExplainRuns(r) {
 		// EXPLAIN ANALYZE runs its statement, and no verdict sees what it
 		// calls through a view: a tenant helper may be among it.
 		c.changeSession(ctx, false, failed)
@@ -374,13 +303,6 @@ func (c *conn) record(ctx context.Context, f *fate, failed bool) []write {
 		c.txUndone = true
 	}
 	return done
-}
-
-// rollbackTo reports whether r, a single statement of the savepoint kind,
-// is ROLLBACK TO SAVEPOINT.
-func rollbackTo(r *sqlscan.Result) bool {
-	word, _, _ := strings.Cut(r.Normalized, " ")
-	return strings.EqualFold(word, "ROLLBACK")
 }
 
 // changeSession notes that the session changed: it becomes a session of the
@@ -461,7 +383,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	}
 	named := f.a.Set&annotation.SetTables != 0
 	switch {
-	case st.Kind == sqlscan.KindExplain && explainRuns(f.r):
+	case st.Kind == sqlscan.KindExplain && route.ExplainRuns(f.r):
 		// EXPLAIN ANALYZE runs its statement, functions and all.
 		if named {
 			return write{tables: f.a.Fields.Tables, known: true}, true
@@ -527,7 +449,7 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 	}
 	fx.asked = true
 	r := f.r
-	unvouched := len(r.Unknown) > 0 && !allPure(f.a.Pure, r.Unknown)
+	unvouched := len(r.Unknown) > 0 && !route.AllPure(f.a.Pure, r.Unknown)
 	// The scanner's view, until the server says otherwise.
 	fx.write, fx.session = unvouched, unvouched
 	if !c.sc.serverVerdicts() || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect {
@@ -566,42 +488,12 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 	return *fx
 }
 
-// explainRuns reports whether an EXPLAIN text may run its statement
-// (ANALYZE, in either spelling or option form).
-func explainRuns(r *sqlscan.Result) bool {
-	up := strings.ToUpper(r.Normalized)
-	return strings.Contains(up, "ANALYZE") || strings.Contains(up, "ANALYSE")
-}
-
 // writeSet accumulates what a transaction wrote.
 type writeSet struct {
 	all    bool
 	ddl    bool // it changed the schema
 	tables []string
 	rows   []rowWrite
-}
-
-// changesSchema reports whether st may change what the server's verdicts
-// describe: DDL (but not VACUUM, ANALYZE, REFRESH, CLUSTER, REINDEX, nor a
-// temporary table, which only its own session sees), and DO/CALL, whose
-// code may run DDL.
-func changesSchema(r *sqlscan.Result, st *sqlscan.Statement) bool {
-	switch {
-	case st.Kind == sqlscan.KindCall:
-		return true
-	case st.Kind != sqlscan.KindDDL:
-		return false
-	case len(r.Statements) != 1:
-		return true
-	case st.Taints:
-		return false // CREATE TEMP …
-	}
-	word, _, _ := strings.Cut(strings.TrimLeft(r.Normalized, "( "), " ")
-	switch strings.ToUpper(word) {
-	case "VACUUM", "ANALYZE", "ANALYSE", "REFRESH", "CLUSTER", "REINDEX":
-		return false
-	}
-	return true
 }
 
 func (w *writeSet) add(wr write) {
