@@ -88,6 +88,9 @@ func TestDecideReasons(t *testing.T) {
 			if calls != tc.asked {
 				t.Errorf("verdict asked %d times, want %d", calls, tc.asked)
 			}
+			if wantVerified := calls > 0 && !tc.noVerdict && tc.v.Verified && p.Reason != route.ReasonNotShareable; p.Verified != wantVerified {
+				t.Errorf("Verified = %v, want %v", p.Verified, wantVerified)
+			}
 			if g := route.Gate(in.Scan, in.Annotated, in.Conn); g != "" && g != p.Reason {
 				t.Errorf("Gate = %q, Decide = %q", g, p.Reason)
 			}
@@ -148,6 +151,11 @@ func TestDecideCache(t *testing.T) {
 			}
 			if p.Cache != tc.cache {
 				t.Errorf("Cache = %v, want %v", p.Cache, tc.cache)
+			}
+			// Only a TTL of the statement's own caches what its verdict
+			// does not let a TTL cache.
+			if !p.Cacheable && p.Cache && in.Annotation.Fields.Soft == 0 {
+				t.Errorf("not cacheable, yet cached under the base policy's TTL")
 			}
 		})
 	}
