@@ -478,7 +478,7 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 			fx.write, fx.session = true, true
 		case fn.Volatility != "volatile":
 		case !fn.Builtin:
-			if !pureNames(f.a.Pure, fn.Schema+"."+fn.Name) {
+			if !route.PureNames(f.a.Pure, fn.Schema+"."+fn.Name) {
 				fx.write, fx.session = true, true
 			}
 		case !sqlscan.SessionNeutral(fn.Name):

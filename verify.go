@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/memo"
+	"github.com/sqlflight/sqlflight/internal/route"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -69,32 +70,7 @@ func (v *verdict) publish() {
 
 // volatileUnvouched reports the volatile functions that pure does not name.
 func (v *verdict) volatileUnvouched(pure []string) []string {
-	if len(pure) == 0 {
-		return v.sv.Volatile
-	}
-	var out []string
-	for _, f := range v.sv.Volatile {
-		if !pureNames(pure, f) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// pureNames reports whether the pure= entries name fn ("schema.name" or a
-// bare name, compared without regard to case).
-func pureNames(pure []string, fn string) bool {
-	bare := fn
-	if i := strings.LastIndexByte(fn, '.'); i >= 0 {
-		bare = fn[i+1:]
-	}
-	for _, p := range pure {
-		p = strings.ToLower(strings.Trim(p, `"`))
-		if p == strings.ToLower(fn) || p == strings.ToLower(bare) {
-			return true
-		}
-	}
-	return false
+	return route.VolatileUnvouched(v.sv.Volatile, pure)
 }
 
 // verdictMemo remembers a scope's verdicts in bounded memory, under the
