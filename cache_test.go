@@ -10,26 +10,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/fakeclock"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is a Clock that moves only when a test moves it.
+type fakeClock = fakeclock.Clock
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return fakeclock.New() }
 
 // counting is a parent whose every query returns the number of the query.
 // Queries after the first wait at gate, if set.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/memo"
 )
 
@@ -34,36 +34,11 @@ var (
 )
 
 // errPrefix begins the text of every error of this package, once.
-const errPrefix = "sqlflight: "
+const errPrefix = errtext.Prefix
 
-// wrapf is fmt.Errorf for the errors of this package: an error among args
-// is written without its own "sqlflight: " (unless it leads the message,
-// the format beginning with its verb), so that the message says
-// "sqlflight:" once; %w wraps as with fmt.Errorf.
-func wrapf(format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	texts := make([]any, len(args))
-	for i, a := range args {
-		if e, ok := a.(error); ok && e != nil && (i > 0 || !strings.HasPrefix(format, "%")) {
-			a = strings.TrimPrefix(e.Error(), errPrefix)
-		}
-		texts[i] = a
-	}
-	msg := fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), texts...)
-	if msg == err.Error() {
-		return err
-	}
-	return &rewordedError{msg: msg, err: err}
-}
-
-// rewordedError is err under another text.
-type rewordedError struct {
-	msg string
-	err error
-}
-
-func (e *rewordedError) Error() string { return e.msg }
-func (e *rewordedError) Unwrap() error { return e.err }
+// wrapf is fmt.Errorf for the errors of this package, saying "sqlflight:"
+// once (errtext.Wrapf).
+var wrapf = errtext.Wrapf
 
 // Defaults of Options.
 const (

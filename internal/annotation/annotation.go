@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/memo"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
@@ -196,11 +197,11 @@ func Parse(text string) (Annotation, error) {
 			return a, fmt.Errorf("%w: unknown key %q", ErrBad, k)
 		}
 		if err != nil {
-			return a, fmt.Errorf("%w: %s: %s", ErrBad, f, strings.TrimPrefix(err.Error(), "sqlflight: "))
+			return a, errtext.Wrapf("%w: %s: %v", ErrBad, f, err)
 		}
 	}
 	if err := Validate(a.Fields); err != nil {
-		return a, fmt.Errorf("%w: %s", ErrBad, strings.TrimPrefix(err.Error(), "sqlflight: "))
+		return a, errtext.Wrapf("%w: %v", ErrBad, err)
 	}
 	return a, nil
 }

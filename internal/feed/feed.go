@@ -53,12 +53,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/sqlflight/sqlflight/internal/errtext"
 )
 
 // Change is one committed change to a table as a source reports it (a row
@@ -208,34 +209,6 @@ func Reason(err error) (string, bool) {
 	return "", false
 }
 
-// errPrefix begins the text of every error of sqlflight, once.
-const errPrefix = "sqlflight: "
-
-// wrapf is fmt.Errorf for the errors of this package, as the root's wrapf:
-// an error among args is written without its own "sqlflight: " (unless it
-// leads the message, the format beginning with its verb), so that the
-// message says "sqlflight:" once; %w wraps as with fmt.Errorf.
-func wrapf(format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	texts := make([]any, len(args))
-	for i, a := range args {
-		if e, ok := a.(error); ok && e != nil && (i > 0 || !strings.HasPrefix(format, "%")) {
-			a = strings.TrimPrefix(e.Error(), errPrefix)
-		}
-		texts[i] = a
-	}
-	msg := fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), texts...)
-	if msg == err.Error() {
-		return err
-	}
-	return &rewordedError{msg: msg, err: err}
-}
-
-// rewordedError is err under another text.
-type rewordedError struct {
-	msg string
-	err error
-}
-
-func (e *rewordedError) Error() string { return e.msg }
-func (e *rewordedError) Unwrap() error { return e.err }
+// wrapf is fmt.Errorf for sqlflight's errors, saying "sqlflight:" once
+// (errtext.Wrapf).
+var wrapf = errtext.Wrapf

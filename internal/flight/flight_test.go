@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/fakeclock"
 	"github.com/sqlflight/sqlflight/internal/flight"
 )
 
@@ -29,27 +30,9 @@ type debtor struct {
 func (d *debtor) Owed() *atomic.Pointer[fl] { return &d.owed }
 func (d *debtor) Heir() uint64              { return d.heir }
 
-// clock is a fake clock the tests move by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // newGroup returns a group on a fake clock whose write sequence is *seq.
-func newGroup(seq *atomic.Uint64) (*group, *clock, *atomic.Uint64) {
-	clk := &clock{now: time.Unix(1_000_000, 0)}
+func newGroup(seq *atomic.Uint64) (*group, *fakeclock.Clock, *atomic.Uint64) {
+	clk := fakeclock.At(time.Unix(1_000_000, 0))
 	late := new(atomic.Uint64)
 	return &group{Now: clk.Now, Seq: seq.Load, Late: late}, clk, late
 }
@@ -186,7 +169,7 @@ func TestLingerWhileOwed(t *testing.T) {
 	a, b := new(debtor), new(debtor)
 	f, _ := g.JoinOrLead("k", since(&last), false, never, a)
 	g.JoinOrLead("k", since(&last), false, never, b)
-	clk.add(400 * time.Millisecond) // it runs 400 ms
+	clk.Add(400 * time.Millisecond) // it runs 400 ms
 	g.Finish(f, ptr(1), nil, nil)
 
 	c := new(debtor)
@@ -217,13 +200,13 @@ func TestLingerWhileOwed(t *testing.T) {
 	d := new(debtor)
 	f, _ = g.JoinOrLead("m", since(&last), false, never, d)
 	g.JoinOrLead("m", since(&last), false, never, new(debtor))
-	clk.add(100 * time.Millisecond)
+	clk.Add(100 * time.Millisecond)
 	g.Finish(f, ptr(2), nil, nil)
-	clk.add(99 * time.Millisecond)
+	clk.Add(99 * time.Millisecond)
 	if j, _ := g.JoinOrLead("m", since(&last), false, never, new(debtor)); j != f {
 		t.Fatal("not joined within its linger")
 	}
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	if j, lead := g.JoinOrLead("m", since(&last), false, never, new(debtor)); j == f || !lead {
 		t.Fatal("joined once it lingered as long as it ran")
 	}
@@ -239,13 +222,13 @@ func TestLingerCapped(t *testing.T) {
 	g, clk, _ := newGroup(&seq)
 	f, _ := g.JoinOrLead("k", since(&last), false, never, new(debtor))
 	g.JoinOrLead("k", since(&last), false, never, new(debtor))
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	g.Finish(f, ptr(1), nil, nil)
-	clk.add(flight.MaxLinger - time.Nanosecond)
+	clk.Add(flight.MaxLinger - time.Nanosecond)
 	if j, _ := g.JoinOrLead("k", since(&last), false, never, new(debtor)); j != f {
 		t.Fatal("not joined within MaxLinger")
 	}
-	clk.add(time.Nanosecond)
+	clk.Add(time.Nanosecond)
 	if j, _ := g.JoinOrLead("k", since(&last), false, never, new(debtor)); j == f {
 		t.Fatal("joined past MaxLinger")
 	}
@@ -278,7 +261,7 @@ func TestNoLinger(t *testing.T) {
 			if tc.follower {
 				g.JoinOrLead("k", since(&last), tc.fills, never, new(debtor))
 			}
-			clk.add(500 * time.Millisecond)
+			clk.Add(500 * time.Millisecond)
 			var h *closer
 			if tc.handoff {
 				h = new(closer)
@@ -444,7 +427,7 @@ func TestReleaseOwesOneFlight(t *testing.T) {
 	// Nobody owes first now; a follower's connection owes it once it joins,
 	// and the flight ends joinable.
 	g.JoinOrLead("a", since(&last), false, never, new(debtor))
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	g.Finish(first, ptr(1), nil, nil)
 	if j, _ := g.JoinOrLead("a", since(&last), false, never, new(debtor)); j != first {
 		t.Fatal("the follower's connection does not owe the flight")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/fakeclock"
 	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/leaktest"
 )
@@ -14,24 +15,9 @@ import (
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // fakeClock is a Clock that moves only when a test moves it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = fakeclock.Clock
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return fakeclock.New() }
 
 // The errors of the tests, classified by classify.
 var (

@@ -14,18 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/fakeclock"
 	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+type fakeClock = fakeclock.Clock
 
 // flushed is one call of Config.Flush.
 type flushed struct {
@@ -49,7 +43,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, timeout time.Duration) *harness {
-	h := &harness{clock: &fakeClock{now: time.Unix(1e9, 0)}, flushed: make(chan struct{}, 64),
+	h := &harness{clock: fakeclock.At(time.Unix(1e9, 0)), flushed: make(chan struct{}, 64),
 		wentDown: make(chan struct{}, 64)}
 	h.State = shared.New(shared.Config{
 		Timeout: timeout,
