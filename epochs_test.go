@@ -4,9 +4,10 @@ package sqlflight
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/epoch/epochtest"
 )
 
 // pinSet is the last write to a table that pinned exactly columns cols, as
@@ -14,21 +15,6 @@ import (
 type pinSet struct {
 	cols  []string // sorted
 	epoch uint64
-}
-
-// disjoint reports whether the sorted sets a and b share no element.
-func disjoint(a, b []string) bool {
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch c := strings.Compare(a[i], b[j]); {
-		case c == 0:
-			return false
-		case c < 0:
-			i++
-		default:
-			j++
-		}
-	}
-	return true
 }
 
 // TestInvalidationMessagesOnlyMoveEpochsForward applies other instances'
@@ -43,7 +29,7 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	if s.tier == nil {
 		t.Fatal("shared tier not attached")
 	}
-	stop, watch := watchEpochs(t, &s.epochs, "orders", "lines")
+	stop, watch := epochtest.Watch(t, &s.epochs, "orders", "lines")
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {
@@ -93,35 +79,4 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	if got := s.tier.stats.received.Load(); got == 0 {
 		t.Error("no message was applied")
 	}
-}
-
-// watchEpochs watches the epochs of tables and of "all" from a goroutine of
-// its own until stop is closed, failing t if one ever goes down; wait on
-// the WaitGroup after closing stop.
-func watchEpochs(t *testing.T, e *epochs, tables ...string) (chan struct{}, *sync.WaitGroup) {
-	stop := make(chan struct{})
-	watch := new(sync.WaitGroup)
-	watch.Go(func() {
-		last := make([]uint64, len(tables)+1)
-		cur := make([]uint64, len(tables)+1)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for i, tb := range tables {
-				cur[i] = e.TableEpoch(tb)
-			}
-			cur[len(tables)] = e.AllEpoch()
-			for i := range cur {
-				if cur[i] < last[i] {
-					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])
-					return
-				}
-			}
-			copy(last, cur)
-		}
-	})
-	return stop, watch
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
@@ -91,7 +92,7 @@ func (m *memTier) Fetch(ctx context.Context, ns, key string, tables []string) (S
 		if cols, ok := strings.CutPrefix(rest, "p"); ok {
 			c := strings.Split(cols, "\x00")
 			for _, ps := range m.sets[ns+table] {
-				if disjoint(ps.cols, c) {
+				if epoch.Disjoint(ps.cols, c) {
 					v.Epochs[i] = max(v.Epochs[i], ps.epoch)
 				}
 			}

@@ -355,7 +355,7 @@ func (e *Epochs) UnchangedFor(seq uint64, tables []string, known bool, rows *Row
 				return false
 			}
 			for _, ps := range te.sets {
-				if ps.epoch > seq && disjoint(ps.cols, rows.Cols) {
+				if ps.epoch > seq && Disjoint(ps.cols, rows.Cols) {
 					return false // it may have touched any row this read selects
 				}
 			}
@@ -402,8 +402,9 @@ func (e *Epochs) Len() int {
 	return len(e.tables)
 }
 
-// disjoint reports whether the sorted sets a and b share no element.
-func disjoint(a, b []string) bool {
+// Disjoint reports whether the sorted sets a and b share no element (two
+// pin sets, or a pin set and a read's tagged columns).
+func Disjoint(a, b []string) bool {
 	for i, j := 0, 0; i < len(a) && j < len(b); {
 		switch c := strings.Compare(a[i], b[j]); {
 		case c == 0:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sqlflight/sqlflight/internal/epoch"
+	"github.com/sqlflight/sqlflight/internal/epoch/epochtest"
 )
 
 // tagged is a read of table depending on the rows whose column cols[i]
@@ -61,7 +62,7 @@ func TestEpochsOnlyMoveForward(t *testing.T) {
 	var e epoch.Epochs
 	sets := [][]string{{"a"}, {"a", "b"}, {"B", "public.c"}, {"c", "a"}}
 	const writers, rounds = 8, 3000
-	stop, watch := watchEpochs(t, &e, "a", "b", "c")
+	stop, watch := epochtest.Watch(t, &e, "a", "b", "c")
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -193,37 +194,6 @@ func TestEpochsRowBounds(t *testing.T) {
 	if f.UnchangedFor(seq, []string{"items"}, true, id5) {
 		t.Fatal("a write past the pin-set bound left a tagged read of another value")
 	}
-}
-
-// watchEpochs watches the epochs of tables and of "all" from a goroutine of
-// its own until stop is closed, failing t if one ever goes down; wait on
-// the WaitGroup after closing stop.
-func watchEpochs(t *testing.T, e *epoch.Epochs, tables ...string) (chan struct{}, *sync.WaitGroup) {
-	stop := make(chan struct{})
-	watch := new(sync.WaitGroup)
-	watch.Go(func() {
-		last := make([]uint64, len(tables)+1)
-		cur := make([]uint64, len(tables)+1)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for i, tb := range tables {
-				cur[i] = e.TableEpoch(tb)
-			}
-			cur[len(tables)] = e.AllEpoch()
-			for i := range cur {
-				if cur[i] < last[i] {
-					t.Errorf("epoch %d went back from %d to %d", i, last[i], cur[i])
-					return
-				}
-			}
-			copy(last, cur)
-		}
-	})
-	return stop, watch
 }
 
 // TestTableKeyShares: a table's epochs are kept by TableKey, so a write to
