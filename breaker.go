@@ -117,7 +117,7 @@ func (s *Shield) slot(ctx context.Context, sc *scope) (ticket, error) {
 	if err != ErrOverloaded {
 		return ticket{}, err // ctx ended
 	}
-	s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
+	s.warned.Warn(s.log, "shed", "", "sqlflight: shedding reads: every origin slot is taken",
 		"max_inflight", s.opts.MaxInflight, "queue_timeout", t.slot.QueueTimeout(), "scope", sc.name())
 	return ticket{}, ErrOverloaded
 }

@@ -150,7 +150,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		f.bypass(s, bypassArgs)
 		return c.pass(ctx, query, f, run, args)
 	}
-	if s.tooLarge.skips(rd.key, s.limitsOf(p.pol), time.Now()) {
+	if s.tooLarge.Holds(rd.key, time.Now(), s.limitsOf(p.pol).Within) {
 		f.bypass(s, bypassTooLarge)
 		return c.pass(ctx, query, f, run, args)
 	}
@@ -163,7 +163,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.UnchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
-		s.warnEvery("stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
+		s.warned.Warn(s.log, "stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
 			errAttr(err), "fingerprint", key.Fingerprint(r.Normalized), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
@@ -428,7 +428,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		n := e.failures.Add(1)
 		wait := fresh.Backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
-		s.warnEvery("refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
+		s.warned.Warn(s.log, "refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
 			errAttr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
@@ -654,7 +654,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	var h io.Closer
 	if handoff != nil {
 		s.stats.tooLarge.Add(1)
-		s.tooLarge.add(f.Key(), f.Data.lim, time.Now(), tooLargeMemory)
+		s.tooLarge.Put(f.Key(), f.Data.lim, time.Now(), tooLargeMemory, nil)
 		h = mirrorRows(handoff, handoff.cur.Result().Mask)
 	}
 	s.flights.Finish(f, res, err, h)

@@ -111,7 +111,7 @@ func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error 
 			switch {
 			case sc.fleetBase == "":
 			case postgres:
-				s.warnEvery("identity", "", "sqlflight: the server does not tell which database it is; "+
+				s.warned.Warn(s.log, "identity", "", "sqlflight: the server does not tell which database it is; "+
 					"a scope's results stay out of the shared tier")
 			default:
 				// Not PostgreSQL: the resolved DSN (or the connector's name) alone.
@@ -126,7 +126,7 @@ func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error 
 		switch {
 		case sc.fleetBase == "":
 		case id.system == "":
-			s.warnEvery("identity", "", "sqlflight: this role may not call pg_control_system(), which tells the server's "+
+			s.warned.Warn(s.log, "identity", "", "sqlflight: this role may not call pg_control_system(), which tells the server's "+
 				"system identifier; a scope's results stay out of the shared tier")
 		default:
 			sc.shared = sc.fleetBase + "\x00server\x00" + id.system + "\x00" + id.database + "\x00" + id.roles
@@ -139,7 +139,7 @@ func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error 
 		return errOtherRole
 	}
 	if (id.system != first.system || id.database != first.database) && !sc.mixed.Swap(true) && sc.fleetBase != "" {
-		s.warnEvery("identity-mixed", "", "sqlflight: a connection of a scope reached another server or database than "+
+		s.warned.Warn(s.log, "identity-mixed", "", "sqlflight: a connection of a scope reached another server or database than "+
 			"its first (a failover to another cluster, or a database made anew); the scope leaves the shared tier",
 			"system_identifier", first.system+" → "+id.system)
 	}

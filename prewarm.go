@@ -361,7 +361,7 @@ func (w *warmer) warm(ctx context.Context, k warmKey) {
 	if ok {
 		seen = w.st.Peek(string(key))
 	}
-	if !ok || w.fresh(seen, f) || s.tooLarge.skips(string(key), s.limitsOf(f.plan.pol), time.Now()) {
+	if !ok || w.fresh(seen, f) || s.tooLarge.Holds(string(key), time.Now(), s.limitsOf(f.plan.pol).Within) {
 		w.skip()
 		return
 	}
@@ -452,7 +452,7 @@ func (w *warmer) load(ctx context.Context, rd *read) {
 func (w *warmer) fail(rd *read, err error) {
 	w.failed.Add(1)
 	w.s.stats.prewarmFailed.Add(1)
-	w.s.warnEvery("prewarm", rd.r.Normalized, "sqlflight: pre-warming a key failed",
+	w.s.warned.Warn(w.s.log, "prewarm", rd.r.Normalized, "sqlflight: pre-warming a key failed",
 		errAttr(err), "fingerprint", key.Fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 }
 

@@ -182,7 +182,7 @@ func union(a, b []string) []string { return route.Union(a, b) }
 // logBypass says at debug level, once per statement and reason, why a read
 // was not shared.
 func (s *Shield) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
-	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.Add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
 		return
 	}
 	s.log.DebugContext(ctx, "sqlflight: statement not shared",
@@ -205,7 +205,7 @@ func (s *Shield) annotationOf(r *sqlscan.Result) (annotation.Annotation, bool, e
 	if s.opts.Strict {
 		return annotation.Annotation{}, false, err
 	}
-	if s.warned.add(r.Normalized, time.Now(), 24*time.Hour) {
+	if s.warned.Add(r.Normalized, time.Now(), 24*time.Hour) {
 		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
 			"error", err, "fingerprint", key.Fingerprint(r.Normalized))
 	}

@@ -1,17 +1,16 @@
 package sqlflight
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/errtext"
+	"github.com/sqlflight/sqlflight/internal/logx"
 	"github.com/sqlflight/sqlflight/internal/memo"
 )
 
@@ -266,8 +265,14 @@ type Shield struct {
 	// closures learned before it are forgotten.
 	schemaGen atomic.Uint64
 
-	tooLarge tooLargeMemo // keys whose results were too large to share, with the limits they exceeded
-	warned   expiringSet  // fingerprints already warned about
+	// tooLarge remembers the keys whose results were too large to share,
+	// each with the limits the result exceeded: a key skips sharing only
+	// while the limits in force are within those, so that an annotation or
+	// a policy that raises maxrows= or maxbytes= shares the key at once. It
+	// keeps digests of the keys: two keys of one digest are taken for one
+	// another, and a read then goes unshared for a while.
+	tooLarge memo.Expiring[limits]
+	warned   logx.Limiter // fingerprints already warned about
 
 	tierImpl    SharedTier // given by Shared
 	tier        *tierState // nil without a shared tier
@@ -294,7 +299,7 @@ func New(opts ...Option) *Shield {
 		o.apply(s)
 	}
 	s.logger.Store(s.opts.Logger)
-	s.log = slog.New(&shieldHandler{s: s})
+	s.log = logx.New(&s.logger)
 	if s.opts.MaxResultRows <= 0 {
 		s.opts.MaxResultRows = DefaultMaxResultRows
 	}
@@ -331,59 +336,6 @@ func New(opts ...Option) *Shield {
 //
 //	sqlflight.Default().SetLogger(logger)
 func (s *Shield) SetLogger(l *slog.Logger) { s.logger.Store(l) }
-
-// shieldHandler is the handler of a Shield's log: it passes every record to
-// the handler of the Shield's logger as it is at that moment (SetLogger or
-// Options.Logger, else slog.Default()), with the attributes and groups
-// added through it.
-type shieldHandler struct {
-	s   *Shield
-	ops []handlerOp // in order
-}
-
-// handlerOp is a WithGroup (group set) or a WithAttrs.
-type handlerOp struct {
-	group string
-	attrs []slog.Attr
-}
-
-func (h *shieldHandler) target() slog.Handler {
-	l := h.s.logger.Load()
-	if l == nil {
-		l = slog.Default()
-	}
-	t := l.Handler()
-	for _, op := range h.ops {
-		if op.group != "" {
-			t = t.WithGroup(op.group)
-		} else {
-			t = t.WithAttrs(op.attrs)
-		}
-	}
-	return t
-}
-
-func (h *shieldHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	return h.target().Enabled(ctx, level)
-}
-
-func (h *shieldHandler) Handle(ctx context.Context, r slog.Record) error {
-	return h.target().Handle(ctx, r)
-}
-
-func (h *shieldHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	if len(attrs) == 0 {
-		return h
-	}
-	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{attrs: attrs})}
-}
-
-func (h *shieldHandler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	return &shieldHandler{s: h.s, ops: append(slices.Clip(h.ops), handlerOp{group: name})}
-}
 
 // Stats are cumulative counters and current gauges of a Shield.
 type Stats struct {
@@ -684,42 +636,4 @@ func (c *counters) snapshot() Stats {
 		return true
 	})
 	return st
-}
-
-// warnEvery logs a warning about a statement at most once a minute per
-// kind of event, so that an outage does not flood the log.
-func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
-	if s.warned.add(kind+"\x00"+normalized, time.Now(), time.Minute) {
-		s.log.Warn(msg, args...)
-	}
-}
-
-// expiringSet is an expiring memo of keys alone (memo.Set): it keeps
-// digests, never the keys, which is safe for its use (a warning is not
-// repeated); remembering is an optimisation, never a guarantee.
-type expiringSet struct{ memo.Set }
-
-// add remembers k until now+ttl and reports whether k was new (or expired).
-func (e *expiringSet) add(k string, now time.Time, ttl time.Duration) bool {
-	return e.Add(k, now, ttl)
-}
-
-// tooLargeMemo remembers the keys whose results were too large to share,
-// each with the limits the result exceeded: a key skips sharing only while
-// the limits in force are no larger than those, so that an annotation or a
-// policy that raises maxrows= or maxbytes= shares the key at once. It keeps
-// digests of the keys (memo.Expiring): two keys of one digest are taken for
-// one another, and a read then goes unshared for a while.
-type tooLargeMemo struct{ memo.Expiring[limits] }
-
-// add remembers that key's result exceeded lim, until now+ttl.
-func (m *tooLargeMemo) add(key string, lim limits, now time.Time, ttl time.Duration) {
-	m.Put(key, lim, now, ttl, nil)
-}
-
-// skips reports whether a read of key under the limits lim should skip
-// sharing at now: its result exceeded limits at least as large.
-func (m *tooLargeMemo) skips(key string, lim limits, now time.Time) bool {
-	was, ok := m.Get(key, now)
-	return ok && lim.Rows <= was.Rows && lim.Bytes <= was.Bytes
 }

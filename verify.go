@@ -280,7 +280,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 		s.stats.probeFailures.Add(1)
 		v.err = err
 		v.retryAt = time.Now().Add(retryFailedProbe)
-		s.warnEvery("probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
+		s.warned.Warn(s.log, "probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
 			"error", errorClass(err), "fingerprint", key.Fingerprint(r.Normalized))
 	}
 }

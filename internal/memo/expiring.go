@@ -72,6 +72,13 @@ func (e *Expiring[V]) Get(k string, now time.Time) (V, bool) {
 	return r.v, true
 }
 
+// Holds reports whether k (or a key of the same digest) is remembered at
+// now with a value that ok accepts.
+func (e *Expiring[V]) Holds(k string, now time.Time, ok func(V) bool) bool {
+	v, found := e.Get(k, now)
+	return found && ok(v)
+}
+
 // Len returns how many digests e holds, expired ones included (they go
 // only when a full memo is stored into).
 func (e *Expiring[V]) Len() int { return int(e.n.Load()) }

@@ -88,3 +88,18 @@ func TestExpiringDeadlineAndKeep(t *testing.T) {
 		t.Fatalf("Len = %d for one key", e.Len())
 	}
 }
+
+// Holds asks the value remembered, until its deadline.
+func TestExpiringHolds(t *testing.T) {
+	var e memo.Expiring[int]
+	e.Init(8)
+	now := time.Unix(1000, 0)
+	e.Put("k", 5, now, time.Second, nil)
+	atLeast := func(n int) func(int) bool { return func(v int) bool { return v >= n } }
+	if !e.Holds("k", now, atLeast(5)) || e.Holds("k", now, atLeast(6)) {
+		t.Error("Holds does not ask the value remembered")
+	}
+	if e.Holds("k", now.Add(time.Second), atLeast(0)) || e.Holds("other", now, atLeast(0)) {
+		t.Error("Holds holds what is expired or was never remembered")
+	}
+}

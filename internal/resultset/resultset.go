@@ -91,6 +91,9 @@ type Limits struct {
 	Bytes int64
 }
 
+// Within reports whether both of l's limits are at most m's.
+func (l Limits) Within(m Limits) bool { return l.Rows <= m.Rows && l.Bytes <= m.Bytes }
+
 // columnBytes is the estimate of a column's name and metadata in a Result.
 const columnBytes = 96
 

@@ -273,3 +273,16 @@ func TestEmpty(t *testing.T) {
 		t.Error("a result of no row is not empty")
 	}
 }
+
+func TestLimitsWithin(t *testing.T) {
+	m := resultset.Limits{Rows: 10, Bytes: 100}
+	for _, c := range []struct {
+		l    resultset.Limits
+		want bool
+	}{{m, true}, {resultset.Limits{Rows: 9, Bytes: 100}, true}, {resultset.Limits{Rows: 11, Bytes: 1}, false},
+		{resultset.Limits{Rows: 1, Bytes: 101}, false}} {
+		if got := c.l.Within(m); got != c.want {
+			t.Errorf("%v.Within(%v) = %v, want %v", c.l, m, got, c.want)
+		}
+	}
+}
