@@ -164,7 +164,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
 		s.warned.Warn(s.log, "stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
-			errAttr(err), "fingerprint", key.Fingerprint(r.Normalized), "name", p.pol.Name)
+			errText.Attr(err), "fingerprint", key.Fingerprint(r.Normalized), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
 	return rows, err
@@ -429,7 +429,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 		wait := fresh.Backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
 		s.warned.Warn(s.log, "refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
-			errAttr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
+			errText.Attr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
 }
@@ -530,7 +530,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 				err = wrapf("%w: %v", ErrOriginPanicked, r)
 			}
 			s.stats.panics.Add(1)
-			s.log.Error("sqlflight: origin query panicked", panicAttr(r))
+			s.log.Error("sqlflight: origin query panicked", errText.Panic(r))
 			broken, res, handoff, filled, fromL2 = true, nil, nil, nil, false
 		}
 		if handoff == nil {

@@ -130,7 +130,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 	}
 	if v := f.v; v != nil && awaitVerdict(ctx, v) {
 		if v.err != nil {
-			x.Error = "the server's verdict could not be had: " + errorClass(v.err)
+			x.Error = "the server's verdict could not be had: " + errText.Class(v.err)
 		} else {
 			sv := v.sv
 			x.Verified = true
@@ -203,7 +203,7 @@ func reasonDetail(reason string, f *fate) string {
 			return ": reads " + strings.Join(sv.PerSession, ", ") + " (per-session value)"
 		}
 	case reason == bypassUnverified && f.v != nil && f.v.known() && f.v.err != nil:
-		return ": " + errorClass(f.v.err)
+		return ": " + errText.Class(f.v.err)
 	}
 	if reason == bypassNotShareable && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
 		return ": " + r.Reason

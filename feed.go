@@ -137,7 +137,7 @@ func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 	default:
 		return feed.Unavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
 	}
-	fc := feed.Config{Mode: string(mode), Classify: errorClass, Group: &s.feedStats}
+	fc := feed.Config{Mode: string(mode), Classify: errText.Class, Group: &s.feedStats}
 	if s.tier != nil && sc.sharing() {
 		sum := sha256.Sum256([]byte("sqlflight feed\x00" + sc.shared))
 		fc.Fleet = "feed-" + hex.EncodeToString(sum[:])
@@ -172,7 +172,7 @@ func (s *Shield) closeFeeds() { s.feedStats.Stop() }
 // Stream runs one stream of the scope's feed, NOTIFY or replication, with
 // the feed's connection configuration.
 func (h *feedHost) Stream(ctx context.Context, sink feed.Sink) error {
-	src := feed.Source{Conn: h.cfg, SameServer: h.sameServer, Classify: errorClass}
+	src := feed.Source{Conn: h.cfg, SameServer: h.sameServer, Classify: errText.Class}
 	if h.mode == FeedNotify {
 		return feed.Notify(ctx, src, sink)
 	}
@@ -224,13 +224,13 @@ func (h *feedHost) Bump() { h.s.bump(nil, false) }
 func (h *feedHost) Apply(cs []feed.Change) { h.s.applyChanges(changesOf(cs)) }
 
 // Log writes a log line of the feed to the Shield's logger, its "error"
-// attribute as errAttr describes the error: without its text.
+// attribute as errText.Attr describes the error: without its text.
 func (h *feedHost) Log(level slog.Level, msg string, attrs ...any) {
 	out := make([]any, 0, len(attrs))
 	for i := 0; i < len(attrs); i++ {
 		if k, ok := attrs[i].(string); ok && k == "error" && i+1 < len(attrs) {
 			err, _ := attrs[i+1].(error)
-			out = append(out, errAttr(err))
+			out = append(out, errText.Attr(err))
 			i++
 			continue
 		}
@@ -257,7 +257,7 @@ func (h *feedHost) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
 	got, ok, err := pgxIdentity(ctx, pc)
 	switch {
 	case err != nil:
-		return feed.Unavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errorClass(err))
+		return feed.Unavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errText.Class(err))
 	case !ok || want == nil:
 		return feed.Unavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
 	case got.database != want.database || got.system != "" && want.system != "" && got.system != want.system:

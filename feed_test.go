@@ -118,7 +118,7 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	s := New()
 	defer s.Close()
 	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedReplication}, sinks: make(chan feed.Sink, 1)}
-	f := feed.New(h, feed.Config{Mode: string(FeedReplication), Classify: errorClass, Group: &s.feedStats})
+	f := feed.New(h, feed.Config{Mode: string(FeedReplication), Classify: errText.Class, Group: &s.feedStats})
 	if err := f.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 }
 
 // TestFeedHostLogsNoErrorText: the log line of a feed that goes down
-// describes its error by its class alone (the host's errAttr), never by
+// describes its error by its class alone (the host's errText.Attr), never by
 // its text, which may quote data; the error's class is Stats'
 // FeedLastError.
 func TestFeedHostLogsNoErrorText(t *testing.T) {
@@ -175,7 +175,7 @@ func TestFeedHostLogsNoErrorText(t *testing.T) {
 	defer s.Close()
 	secret := errors.New("row alice@example.com broke the stream")
 	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedNotify}, fail: secret}
-	f := feed.New(h, feed.Config{Mode: string(FeedNotify), Classify: errorClass, Group: &s.feedStats})
+	f := feed.New(h, feed.Config{Mode: string(FeedNotify), Classify: errText.Class, Group: &s.feedStats})
 	s.feedStats.Add(f)
 	if err := f.Start(context.Background()); err != secret {
 		t.Fatalf("Start: %v, want the stream's error", err)
@@ -185,7 +185,7 @@ func TestFeedHostLogsNoErrorText(t *testing.T) {
 		!strings.Contains(out, "error.type=") || strings.Contains(out, "alice") {
 		t.Fatalf("log:\n%s", out)
 	}
-	if st := s.Stats(); st.FeedState != feed.Down || st.FeedErrors != 1 || st.FeedLastError != errorClass(secret) {
+	if st := s.Stats(); st.FeedState != feed.Down || st.FeedErrors != 1 || st.FeedLastError != errText.Class(secret) {
 		t.Fatalf("Stats: state %q, %d errors, last %q", st.FeedState, st.FeedErrors, st.FeedLastError)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 		if err == seal.ErrForged {
 			ts.stats.forged.Add(1)
 		}
-		s.warned.Warn(s.log, "hotset", "", "sqlflight: the fleet's hot set in the shared tier cannot be read; ignored", errAttr(err))
+		s.warned.Warn(s.log, "hotset", "", "sqlflight: the fleet's hot set in the shared tier cannot be read; ignored", errText.Attr(err))
 		return empty, nil
 	}
 	return hs, nil

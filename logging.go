@@ -1,174 +1,22 @@
 package sqlflight
 
 import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"runtime"
-	"syscall"
-
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/seal"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
-// What a log line may say about an error. A database's message can hold
-// the values of a statement's arguments (invalid input syntax for type
-// integer: "alice@example.com"), and so can the message of any driver, so
-// no log line, warning or Explain carries an error's text: a PostgreSQL
-// error is told by its SQLSTATE and class, any other by its Go type and, for
-// errors this package knows, a fixed description.
+// What a log line may say about an error: no log line, warning or Explain
+// carries an error's text (it may hold the values of a statement's
+// arguments). errText describes an error by its SQLSTATE and class, or by
+// its Go type and, for the errors this package knows, a fixed description
+// (errtext.Describer).
 
-// errAttr is the attribute "error" describing err without its message:
-// error.sqlstate and error.class for a PostgreSQL error, error.type and
-// (when known) error.what otherwise. It is empty for a nil err.
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		code := sqlstate(pe.Code)
-		return slog.Group("error", "sqlstate", code, "class", sqlstateClass(code))
-	}
-	args := []any{"type", errType(err)}
-	if what := errWhat(err); what != "" {
-		args = append(args, "what", what)
-	}
-	return slog.Group("error", args...)
-}
-
-// errorClass is errAttr as one line of text, for Explain and log values
-// that are a single string.
-func errorClass(err error) string {
-	if err == nil {
-		return ""
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		code := sqlstate(pe.Code)
-		return "SQLSTATE " + code + " (" + sqlstateClass(code) + ")"
-	}
-	if what := errWhat(err); what != "" {
-		return what
-	}
-	return "error of type " + errType(err)
-}
-
-// panicAttr describes a recovered panic value: a runtime error by its
-// message (the runtime's own text), an error as errAttr does, anything
-// else by its type alone (a panic's text may be built from data).
-func panicAttr(r any) slog.Attr {
-	switch v := r.(type) {
-	case nil:
-		return slog.String("panic", "runtime.Goexit")
-	case runtime.Error:
-		return slog.String("panic", v.Error())
-	case error:
-		return slog.Attr{Key: "panic", Value: errAttr(v).Value}
-	default:
-		return slog.String("panic", fmt.Sprintf("value of type %T", r))
-	}
-}
-
-// knownErrors are errors whose text is this package's own and holds no
+// errText describes errors for logs, Explain and the change feed's state.
+// Its Known are the errors whose text is this package's own and holds no
 // data: the description of an error that wraps one of them.
-var knownErrors = []error{
+var errText = errtext.Describer{Known: []error{
 	ErrOriginTimeout, ErrOriginPanicked, ErrOverloaded, ErrCircuitOpen, ErrBadAnnotation, ErrBadDSN,
 	errWaitExpired, errLeasedElsewhere, errSharedFormat, errUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
 	ErrNoSharedSecret, seal.ErrForged, seal.ErrFormat,
-}
-
-// errWhat returns a fixed description of err, or "" for an error this
-// package cannot describe without its text.
-func errWhat(err error) string {
-	for _, k := range knownErrors {
-		if errors.Is(err, k) {
-			return k.Error()
-		}
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, driver.ErrBadConn):
-		return "bad connection"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		// Nothing listens where the connection went: certain, and at once.
-		return "connection refused"
-	case errors.As(err, &ne):
-		if ne.Timeout() {
-			return "network timeout"
-		}
-		return "network error"
-	}
-	return ""
-}
-
-// errType is the Go type of the innermost error of err's chain (the first
-// of joined errors): that of the error that was wrapped, not of the
-// wrapping.
-func errType(err error) string {
-	for {
-		var next error
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			if errs := u.Unwrap(); len(errs) > 0 {
-				next = errs[0]
-			}
-		}
-		if next == nil {
-			return fmt.Sprintf("%T", err)
-		}
-		err = next
-	}
-}
-
-// sqlstate returns code if it looks like a SQLSTATE (five letters or
-// digits), or "?????".
-func sqlstate(code string) string {
-	if len(code) != 5 {
-		return "?????"
-	}
-	for _, c := range []byte(code) {
-		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z') {
-			return "?????"
-		}
-	}
-	return code
-}
-
-// sqlstateClass names the class of a SQLSTATE (its first two characters),
-// as PostgreSQL's documentation does (Appendix A).
-func sqlstateClass(code string) string {
-	if c, ok := sqlstateClasses[code[:2]]; ok {
-		return c
-	}
-	return "class " + code[:2]
-}
-
-var sqlstateClasses = map[string]string{
-	"00": "successful completion", "01": "warning", "02": "no data",
-	"03": "SQL statement not yet complete", "08": "connection exception", "09": "triggered action exception",
-	"0A": "feature not supported", "0B": "invalid transaction initiation", "0F": "locator exception",
-	"0L": "invalid grantor", "0P": "invalid role specification", "0Z": "diagnostics exception",
-	"20": "case not found", "21": "cardinality violation", "22": "data exception",
-	"23": "integrity constraint violation", "24": "invalid cursor state", "25": "invalid transaction state",
-	"26": "invalid SQL statement name", "27": "triggered data change violation",
-	"28": "invalid authorization specification", "2B": "dependent privilege descriptors still exist",
-	"2D": "invalid transaction termination", "2F": "SQL routine exception", "34": "invalid cursor name",
-	"38": "external routine exception", "39": "external routine invocation exception",
-	"3B": "savepoint exception", "3D": "invalid catalog name", "3F": "invalid schema name",
-	"40": "transaction rollback", "42": "syntax error or access rule violation",
-	"44": "WITH CHECK OPTION violation", "53": "insufficient resources", "54": "program limit exceeded",
-	"55": "object not in prerequisite state", "57": "operator intervention", "58": "system error",
-	"72": "snapshot failure", "F0": "configuration file error", "HV": "foreign data wrapper error",
-	"P0": "PL/pgSQL error", "XX": "internal error",
-}
+}}

@@ -124,24 +124,24 @@ func TestErrAttr(t *testing.T) {
 		{fmt.Errorf("%w: %v", ErrOriginPanicked, secretValue), `error.what="sqlflight: origin query panicked"`},
 		{driver.ErrBadConn, `error.what="bad connection"`},
 	} {
-		log.Info("x", errAttr(c.err))
-		if got := errorClass(c.err); strings.Contains(got, secretValue) {
-			t.Errorf("errorClass(%v) = %q", c.err, got)
+		log.Info("x", errText.Attr(c.err))
+		if got := errText.Class(c.err); strings.Contains(got, secretValue) {
+			t.Errorf("errText.Class(%v) = %q", c.err, got)
 		}
 		out := logs.String()
 		logs.mu.Lock()
 		logs.buf.Reset()
 		logs.mu.Unlock()
 		if !strings.Contains(out, c.want) || strings.Contains(out, secretValue) {
-			t.Errorf("errAttr(%v) logged %q, want %q and no data", c.err, out, c.want)
+			t.Errorf("errText.Attr(%v) logged %q, want %q and no data", c.err, out, c.want)
 		}
 	}
-	log.Info("x", errAttr(nil))
+	log.Info("x", errText.Attr(nil))
 	if strings.Contains(logs.String(), "error") {
 		t.Errorf("a nil error was logged: %q", logs.String())
 	}
-	if got := errorClass(badInput()); got != "SQLSTATE 22P02 (data exception)" {
-		t.Errorf("errorClass = %q", got)
+	if got := errText.Class(badInput()); got != "SQLSTATE 22P02 (data exception)" {
+		t.Errorf("errText.Class = %q", got)
 	}
 }
 

@@ -453,7 +453,7 @@ func (w *warmer) fail(rd *read, err error) {
 	w.failed.Add(1)
 	w.s.stats.prewarmFailed.Add(1)
 	w.s.warned.Warn(w.s.log, "prewarm", rd.r.Normalized, "sqlflight: pre-warming a key failed",
-		errAttr(err), "fingerprint", key.Fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
+		errText.Attr(err), "fingerprint", key.Fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
 }
 
 func (w *warmer) report() PrewarmReport {

@@ -73,10 +73,10 @@ func TestRefusedTierGoesDownAtOnce(t *testing.T) {
 func TestErrWhatConnectionRefused(t *testing.T) {
 	err := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 6379},
 		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	if got := errWhat(err); got != "connection refused" {
-		t.Fatalf("errWhat = %q", got)
+	if got := errText.What(err); got != "connection refused" {
+		t.Fatalf("errText.What = %q", got)
 	}
-	if got := errorClass(err); got != "connection refused" {
-		t.Fatalf("errorClass = %q", got)
+	if got := errText.Class(err); got != "connection refused" {
+		t.Fatalf("errText.Class = %q", got)
 	}
 }

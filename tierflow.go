@@ -100,7 +100,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 			ts.stats.forged.Add(1)
 			msg = "sqlflight: a result in the shared tier failed authentication (another secret, or written by someone else); treated as a miss"
 		}
-		s.warned.Warn(s.log, "l2-decode", rd.r.Normalized, msg, errAttr(err), "fingerprint", key.Fingerprint(rd.r.Normalized))
+		s.warned.Warn(s.log, "l2-decode", rd.r.Normalized, msg, errText.Attr(err), "fingerprint", key.Fingerprint(rd.r.Normalized))
 		return nil, nil
 	}
 	// The value's deadlines are the filler's; this reader judges it by its

@@ -95,7 +95,7 @@ func newTierState(t SharedTier, o *Options, ring *seal.Ring, logWarn func(string
 		TableKey: tableKey,
 		Down: func(err error, retryIn time.Duration) {
 			logWarn("sqlflight: shared tier unavailable; running on the in-process cache alone",
-				"namespace", ts.ns, errAttr(err), "retry_in", retryIn)
+				"namespace", ts.ns, errText.Attr(err), "retry_in", retryIn)
 		},
 		Up: func() { logWarn("sqlflight: shared tier is back", "namespace", ts.ns) },
 	})
@@ -211,7 +211,7 @@ func (s *Shield) attachTier(t SharedTier) {
 	if err != nil {
 		// Without hearing other instances' writes, L1 could serve results
 		// they made stale: the tier is not used at all.
-		s.log.Error("sqlflight: shared tier disabled: cannot subscribe to invalidations", errAttr(err))
+		s.log.Error("sqlflight: shared tier disabled: cannot subscribe to invalidations", errText.Attr(err))
 		s.tier = nil
 		return
 	}

@@ -274,14 +274,14 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 	s.stats.probeDuration.observe(time.Since(start))
 	if errors.Is(err, pgverdict.ErrNoProbe) && !sc.textOnly.Swap(true) {
 		s.log.Warn("sqlflight: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege); this scope's verdicts are the scanner's alone",
-			"error", errorClass(err))
+			"error", errText.Class(err))
 	}
 	if err != nil {
 		s.stats.probeFailures.Add(1)
 		v.err = err
 		v.retryAt = time.Now().Add(retryFailedProbe)
 		s.warned.Warn(s.log, "probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
-			"error", errorClass(err), "fingerprint", key.Fingerprint(r.Normalized))
+			"error", errText.Class(err), "fingerprint", key.Fingerprint(r.Normalized))
 	}
 }
 

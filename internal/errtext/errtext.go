@@ -1,5 +1,17 @@
-// Package errtext writes sqlflight's error texts: every one begins with
-// Prefix ("sqlflight: ") once, however many errors it wraps.
+// Package errtext writes sqlflight's error texts, and describes errors
+// for its logs without their texts.
+//
+// Every error text of sqlflight begins with Prefix ("sqlflight: ") once,
+// however many errors it wraps (Wrapf).
+//
+// No log line, warning or Explain carries an error's text, which may hold
+// the values of a statement's arguments: a Describer tells a PostgreSQL
+// error by its SQLSTATE and class (SQLState, SQLStateClass), any other by
+// its Go type (Type) and, for a context, connection or network error or one
+// of the errors it knows, a fixed description (What). A recovered panic is
+// told by its runtime message (the runtime's own text), as an error, or by
+// its type alone (Panic). Nothing it returns is built from an error's text
+// but the texts of the errors it is given as known.
 package errtext
 
 import (
