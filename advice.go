@@ -3,11 +3,15 @@ package sqlflight
 import (
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // The advisor: which statements that run uncached would a TTL save the
-// most database time on, and which TTL (the maths: stats.Advise).
+// most database time on, and which TTL (the maths: stats.Advise). The
+// writes it weighs are the Shield's writes per table (Shield.writes): its
+// own writes, committed transactions, Invalidate, and the change feed's
+// changes, which all move epochs through startWrite.
 
 // Advice is one statement the advisor would cache: it runs uncached (its
 // policy coalesces only, or is off) though its verdict lets a TTL cache it.
@@ -28,31 +32,7 @@ func (s *Shield) Advice() []Advice {
 	if window <= 0 {
 		window = time.Nanosecond
 	}
-	return stats.Advise(s.statements.Snapshot(), window, s.writes.to)
-}
-
-// tableWrites counts the writes to each table through the Shield: its own
-// writes, committed transactions, Invalidate, and the change feed's
-// changes, which all move epochs through startWrite.
-type tableWrites struct{ stats.TableWrites }
-
-// note counts w.
-func (tw *tableWrites) note(w write) {
-	if !w.known {
-		tw.Unknown()
-		return
-	}
-	for _, t := range w.tables {
-		tw.Add(t)
-	}
-	for _, rw := range w.rows {
-		tw.Add(rw.Table)
-	}
-}
-
-// to returns the writes a read of tables has seen: to any of them (by
-// tableKey), and to unknown tables (to every table, when its own are not
-// known).
-func (tw *tableWrites) to(tables []string, known bool) uint64 {
-	return tw.To(tables, known, tableKey)
+	return stats.Advise(s.statements.Snapshot(), window, func(tables []string, known bool) uint64 {
+		return s.writes.To(tables, known, epoch.TableKey)
+	})
 }

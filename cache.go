@@ -106,7 +106,7 @@ func drawJitter(e *entry) {
 // uncached, after Close. Close does not close any *sql.DB.
 func (s *Shield) Close() error {
 	s.closeFeeds()
-	s.load.close()
+	s.load.Close()
 	if ts := s.tier; ts != nil {
 		if ts.stop != nil {
 			ts.stop() // stops hearing other instances (idempotent)

@@ -18,6 +18,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // A flight is one origin execution of a key, shared by every caller that
@@ -125,8 +126,8 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 		key: unsafe.String(unsafe.SliceData(kb), len(kb)), tables: f.tables, known: f.known, rows: f.rows,
 		bound: f.part.Session, stats: f.stat.st}
 	f.stat.key = rd.stats.SawKey(rd.key, args)
-	if rd.named = s.stats.names.of(p.pol.Name); rd.named != nil {
-		rd.named.queries.Add(1)
+	if rd.named = s.stats.names.Of(p.pol.Name); rd.named != nil {
+		rd.named.Queries.Add(1)
 	}
 
 	var st *store
@@ -141,7 +142,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 			old = e
 			s.stats.misses.Add(1)
 			if rd.named != nil {
-				rd.named.misses.Add(1)
+				rd.named.Misses.Add(1)
 			}
 		}
 	}
@@ -198,12 +199,12 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 			rd.out = outNegative
 			s.stats.negHits.Add(1)
 			if rd.named != nil {
-				rd.named.negHits.Add(1)
+				rd.named.NegHits.Add(1)
 			}
 		} else {
 			s.stats.freshHits.Add(1)
 			if rd.named != nil {
-				rd.named.freshHits.Add(1)
+				rd.named.FreshHits.Add(1)
 			}
 		}
 		if beta := rd.plan.beta(); !rd.bound && fresh.InEarlyWindow(now, e.filled, d.Soft, e.delta, beta) &&
@@ -218,7 +219,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 		rd.out = outStale
 		s.stats.staleHits.Add(1)
 		if rd.named != nil {
-			rd.named.staleHits.Add(1)
+			rd.named.StaleHits.Add(1)
 		}
 		s.refresh(st, rd, e, now)
 		return newReplay(e.res), nil
@@ -251,7 +252,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			if rows, _ := s.lookup(st, caller); rows != nil {
 				s.stats.misses.Add(^uint64(0)) // counted as a miss by share
 				if caller.named != nil {
-					caller.named.misses.Add(^uint64(0))
+					caller.named.Misses.Add(^uint64(0))
 				}
 				return rows, nil
 			}
@@ -312,11 +313,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypass(bypassPolicy)
-			caller.out = bypassOutcome(bypassPolicy)
+			caller.out = stats.BypassOutcome(bypassPolicy)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errNotShared):
 			s.stats.bypass(bypassTooLarge)
-			caller.out = bypassOutcome(bypassTooLarge)
+			caller.out = stats.BypassOutcome(bypassTooLarge)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
@@ -539,11 +540,11 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		if ran {
 			took := time.Since(start)
-			s.stats.originDuration.observe(took)
+			s.stats.originDuration.Observe(took)
 			originOf(rd.stats, took, res, err)
 			if rd.named != nil {
-				rd.named.originExecs.Add(1)
-				rd.named.originDuration.observe(took)
+				rd.named.OriginExecs.Add(1)
+				rd.named.OriginDuration.Observe(took)
 			}
 		}
 		switch {
@@ -557,7 +558,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		case err != nil:
 			s.stats.originErrors.Add(1)
 			if rd.named != nil {
-				rd.named.originErrors.Add(1)
+				rd.named.OriginErrors.Add(1)
 			}
 			if rd.plan.onFailure != nil {
 				rd.plan.onFailure(err)
@@ -674,7 +675,7 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 	defer s.stats.waiting.Add(-1)
 	if !lead {
 		begin := time.Now()
-		defer func() { s.stats.followerWait.observe(time.Since(begin)) }()
+		defer func() { s.stats.followerWait.Observe(time.Since(begin)) }()
 	}
 	var expired <-chan time.Time
 	if wait > 0 && !lead {
@@ -751,7 +752,7 @@ func (s *Shield) startWrite(w write) bool {
 		return false
 	}
 	s.stats.invalidations.Add(1)
-	s.writes.note(w)
+	s.writes.Note(w.tables, w.known, w.rows)
 	if ts := s.tier; ts != nil {
 		ts.begin(writeKeys(w))
 	}

@@ -73,7 +73,7 @@ func (p pageSource) Stats() livepage.Stats {
 }
 
 // Load is the load series' points.
-func (p pageSource) Load() []stats.LoadPoint { return p.s.load.points() }
+func (p pageSource) Load() []stats.LoadPoint { return p.s.load.Points() }
 
 // Advice is Shield.Advice.
 func (p pageSource) Advice() []stats.Advice { return p.s.Advice() }

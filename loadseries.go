@@ -12,16 +12,6 @@ import (
 // with the first request to the page and stops with Shield.Close; a
 // sample is timed by the Shield's Clock.
 
-// loadSeries is a bounded ring of samples and its ticker.
-type loadSeries struct{ stats.LoadSeries }
-
-// close stops the sampling for good and waits for its goroutine.
-func (ls *loadSeries) close() { ls.Close() }
-
-// points returns the load between consecutive samples within
-// stats.LoadWindow of the last one, oldest first.
-func (ls *loadSeries) points() []stats.LoadPoint { return ls.Points() }
-
 // sampleLoad reads s's counters at now into its series.
 func (s *Shield) sampleLoad(now time.Time) {
 	c := &s.stats

@@ -400,7 +400,7 @@ func (w *warmer) replay(ctx context.Context, rd *read, seen *entry) {
 		w.skip() // a flight runs: it fills the key
 		return
 	}
-	rd.named = s.stats.names.of(rd.plan.pol.Name)
+	rd.named = s.stats.names.Of(rd.plan.pol.Name)
 	rd.wantL2 = s.tier != nil // a value of the fleet's is taken instead of querying
 	var failure atomic.Pointer[error]
 	rd.plan.onFailure = func(err error) { failure.Store(&err) }

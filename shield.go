@@ -12,6 +12,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/logx"
 	"github.com/sqlflight/sqlflight/internal/memo"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // Errors callers may branch on with errors.Is.
@@ -283,12 +284,12 @@ type Shield struct {
 
 	feedStats feedCounters // the change feeds of its scopes
 
-	load loadSeries // recent load, for the live page (loadseries.go)
+	load stats.LoadSeries // recent load, for the live page (loadseries.go)
 
 	// Per-statement statistics and the writes per table the advisor
 	// weighs (stmtstats.go, advice.go), since started.
 	statements stmtTable
-	writes     tableWrites
+	writes     stats.TableWrites
 	started    time.Time
 }
 
@@ -575,8 +576,8 @@ type counters struct {
 
 	reasons sync.Map // string → *atomic.Uint64
 
-	originDuration, followerWait, probeDuration histogram
-	names                                       names
+	originDuration, followerWait, probeDuration stats.Durations
+	names                                       stats.Names
 }
 
 func (c *counters) bypass(reason string) {
@@ -614,9 +615,9 @@ func (c *counters) snapshot() Stats {
 		BreakerRejected:     c.breakerRejected.Load(),
 		BreakerProbeRedials: c.probeRedials.Load(),
 		BypassReasons:       map[string]uint64{},
-		OriginDuration:      c.originDuration.snapshot(),
-		FollowerWait:        c.followerWait.snapshot(),
-		Names:               c.names.snapshot(),
+		OriginDuration:      c.originDuration.Snapshot(),
+		FollowerWait:        c.followerWait.Snapshot(),
+		Names:               c.names.Snapshot(),
 		Waiting:             c.waiting.Load(),
 		InFlight:            c.inFlight.Load(),
 		RealConns:           c.realConns.Load(),
@@ -625,7 +626,7 @@ func (c *counters) snapshot() Stats {
 		RealConnWaits:       c.realWaits.Load(),
 		Probes:              c.probes.Load(),
 		ProbeFailures:       c.probeFailures.Load(),
-		ProbeDuration:       c.probeDuration.snapshot(),
+		ProbeDuration:       c.probeDuration.Snapshot(),
 		PrewarmReplayed:     c.prewarmReplayed.Load(),
 		PrewarmLoaded:       c.prewarmLoaded.Load(),
 		PrewarmSkipped:      c.prewarmSkipped.Load(),

@@ -46,9 +46,6 @@ const (
 // the order of their outcomes.
 var bypassReasonList = stats.BypassReasons
 
-// bypassOutcome is the outcome of a bypass for reason.
-func bypassOutcome(reason string) outcome { return stats.BypassOutcome(reason) }
-
 // Outcomes the hot path names.
 const (
 	outBypassExec   = stats.OutBypassExec
@@ -99,7 +96,7 @@ func (s *Shield) callBegins(f *fate, query string) {
 	if s.opts.NoStatementStats {
 		return
 	}
-	st, n := s.statements.Of(f.r, query, s.opts.Clock, bypassOutcome(f.reason), key.Fingerprint)
+	st, n := s.statements.Of(f.r, query, s.opts.Clock, stats.BypassOutcome(f.reason), key.Fingerprint)
 	f.stat.st = st
 	if n%sampleEvery == 1 || st.Plan() == nil {
 		f.stat.began = time.Now()
@@ -120,7 +117,7 @@ func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
 	}
 	out := sc.out
 	if out == outNone {
-		out = bypassOutcome(f.reason)
+		out = stats.BypassOutcome(f.reason)
 	}
 	st.Ended(out, sc.began, *errp != nil)
 	if out == outNone {
@@ -170,7 +167,7 @@ func (sc stmtCall) execEnds(err error) {
 // runs on the caller's connection.
 func (f *fate) bypass(s *Shield, reason string) {
 	s.stats.bypass(reason)
-	f.stat.out = bypassOutcome(reason)
+	f.stat.out = stats.BypassOutcome(reason)
 }
 
 // notePlan keeps how f's call was planned on st, when it changed.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
+	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // statementOf returns the statistics of query's statement, failing the
@@ -108,7 +109,7 @@ func TestStatementPaths(t *testing.T) {
 // Every bypass reason of route.go has an outcome of its own.
 func TestStatementBypassReasons(t *testing.T) {
 	for _, r := range bypassReasons(t) {
-		if o := bypassOutcome(r); o < outBypass || bypassReasonList[o-outBypass] != r {
+		if o := stats.BypassOutcome(r); o < outBypass || bypassReasonList[o-outBypass] != r {
 			t.Errorf("bypass reason %q has outcome %d", r, o)
 		}
 	}
@@ -251,7 +252,7 @@ func BenchmarkStatementStats(b *testing.B) {
 		for b.Loop() {
 			call := s.execBegins(write, "")
 			call.execEnds(nil)
-			s.writes.note(w)
+			s.writes.Note(w.tables, w.known, w.rows)
 		}
 	})
 }

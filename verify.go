@@ -271,7 +271,7 @@ func (sc *scope) probe(s *Shield, v *verdict, r *sqlscan.Result) {
 		return err
 	})
 	s.stats.probes.Add(1)
-	s.stats.probeDuration.observe(time.Since(start))
+	s.stats.probeDuration.Observe(time.Since(start))
 	if errors.Is(err, pgverdict.ErrNoProbe) && !sc.textOnly.Swap(true) {
 		s.log.Warn("sqlflight: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege); this scope's verdicts are the scanner's alone",
 			"error", errText.Class(err))

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/epoch"
 )
 
 // The advisor: which statements that run uncached would a TTL save the
@@ -205,6 +207,21 @@ type TableWrites struct {
 // Unknown counts a write whose tables are not known (a write to every
 // table).
 func (tw *TableWrites) Unknown() { tw.all.Add(1) }
+
+// Note counts one write: to each of tables and of the tables of rows,
+// or, when known is false, to every table.
+func (tw *TableWrites) Note(tables []string, known bool, rows []epoch.RowWrite) {
+	if !known {
+		tw.Unknown()
+		return
+	}
+	for _, t := range tables {
+		tw.Add(t)
+	}
+	for _, rw := range rows {
+		tw.Add(rw.Table)
+	}
+}
 
 // Add counts a write to table k; past MaxWriteTables distinct tables, a
 // new table's write counts as one to every table.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
@@ -80,6 +81,23 @@ func TestTableWrites(t *testing.T) {
 	tw.Add("one too many")
 	if after := tw.To([]string{"prices"}, true, lower); after != before+1 {
 		t.Errorf("a table past the bound: %d writes to prices, want %d", after, before+1)
+	}
+}
+
+// Note counts a write to each table and to the table of each row, or to
+// every table when the write's tables are not known.
+func TestTableWritesNote(t *testing.T) {
+	var tw stats.TableWrites
+	id := func(s string) string { return s }
+	tw.Note([]string{"a", "b"}, true, []epoch.RowWrite{{Table: "c"}})
+	tw.Note(nil, false, []epoch.RowWrite{{Table: "d"}})
+	for _, c := range []struct {
+		table string
+		want  uint64
+	}{{"a", 2}, {"b", 2}, {"c", 2}, {"d", 1}} {
+		if n := tw.To([]string{c.table}, true, id); n != c.want {
+			t.Errorf("writes to %s = %d, want %d", c.table, n, c.want)
+		}
 	}
 }
 
