@@ -541,7 +541,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		if ran {
 			took := time.Since(start)
 			s.stats.originDuration.Observe(took)
-			originOf(rd.stats, took, res, err)
+			rd.stats.OriginResult(took, res, err != nil)
 			if rd.named != nil {
 				rd.named.OriginExecs.Add(1)
 				rd.named.OriginDuration.Observe(took)

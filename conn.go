@@ -499,7 +499,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, err // database/sql prepares instead; the statement records it
 	}
 	c.s.stats.bypass(bypassExec)
-	call.execEnds(err)
+	call.st.Ended(call.out, call.began, err != nil)
 	c.record(ctx, &fate{r: r, a: a, args: args}, err != nil)
 	return res, err
 }

@@ -115,7 +115,7 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		SQL: query, Normalized: r.Normalized, Fingerprint: key.Fingerprint(r.Normalized), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,
 		Tables: r.Tables, Writes: r.Writes, TablesKnown: r.TablesKnown, Functions: r.Functions, Unknown: r.Unknown,
-		Annotation: r.Annotation, Error: r.Err, Statement: s.statementOf(r.Normalized),
+		Annotation: r.Annotation, Error: r.Err, Statement: s.statements.Export(r.Normalized),
 	}
 	if r.HasAnnotation {
 		if _, err := annotation.Parse(r.Annotation); err != nil {

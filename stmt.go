@@ -187,7 +187,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 	}
 	s.c.sc.guard.br.Record(probe, err)
 	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
-	call.execEnds(err)
+	call.st.Ended(call.out, call.began, err != nil)
 	return res, err
 }
 

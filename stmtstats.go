@@ -81,8 +81,9 @@ type stmtTable = stats.Table
 // planNote is how a statement's last call was planned.
 type planNote = stats.Plan
 
-// stmtCall is one call of a statement on its way: its counters, its
-// outcome, when it began (zero when it is not timed) and its key's hash.
+// stmtCall is one call of a statement on its way: its counters (nil when
+// not counted), its outcome, when it began (zero when it is not timed) and
+// its key's hash. An exec ends with st.Ended.
 type stmtCall struct {
 	st    *stmtStats
 	out   outcome
@@ -100,7 +101,9 @@ func (s *Shield) callBegins(f *fate, query string) {
 	f.stat.st = st
 	if n%sampleEvery == 1 || st.Plan() == nil {
 		f.stat.began = time.Now()
-		notePlan(st, f)
+		pol := &f.plan.pol
+		st.NotePlan(planNote{Reason: f.reason, Detail: f.r.Reason, Soft: pol.Soft, Hard: pol.Hard, Cache: f.plan.cache,
+			Cacheable: f.cacheable, NoCache: pol.NoCache, Name: pol.Name, Tables: f.tables, Known: f.known})
 	}
 }
 
@@ -155,14 +158,6 @@ func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
 	return sc
 }
 
-// execEnds records an exec begun by execBegins.
-func (sc stmtCall) execEnds(err error) {
-	if sc.st == nil {
-		return
-	}
-	sc.st.Ended(sc.out, sc.began, err != nil)
-}
-
 // bypass counts a read that leaves the sharing path for reason, before it
 // runs on the caller's connection.
 func (f *fate) bypass(s *Shield, reason string) {
@@ -170,55 +165,8 @@ func (f *fate) bypass(s *Shield, reason string) {
 	f.stat.out = stats.BypassOutcome(reason)
 }
 
-// notePlan keeps how f's call was planned on st, when it changed.
-func notePlan(st *stmtStats, f *fate) {
-	pol := &f.plan.pol
-	p := st.Plan()
-	if p != nil && p.Reason == f.reason && p.Soft == pol.Soft && p.Hard == pol.Hard && p.Cache == f.plan.cache &&
-		p.Cacheable == f.cacheable && p.NoCache == pol.NoCache && p.Name == pol.Name {
-		return
-	}
-	st.SetPlan(&planNote{Reason: f.reason, Detail: f.r.Reason, Soft: pol.Soft, Hard: pol.Hard, Cache: f.plan.cache,
-		Cacheable: f.cacheable, NoCache: pol.NoCache, Name: pol.Name, Tables: f.tables, Known: f.known})
-}
-
-// originOf records one origin query of st (nil: none): its duration,
-// error, and its result's size.
-func originOf(st *stmtStats, took time.Duration, res *result, err error) {
-	var rows, bytes uint64
-	if res != nil {
-		n := 0
-		for i := range res.Sets {
-			n += res.Sets[i].N
-		}
-		rows, bytes = uint64(n), uint64(res.Bytes)
-	}
-	st.Origin(took, rows, bytes, err != nil)
-}
-
 // Statements returns the statistics of the statements s counts (at most
 // 256, see StatementStats), most called first. It is safe to call at any
 // time; each statement is read with atomics, not as one snapshot. It
 // returns nil when Options.NoStatementStats is set.
-func (s *Shield) Statements() []StatementStats {
-	sts := s.statements.Snapshot()
-	out := make([]StatementStats, 0, len(sts))
-	for _, st := range sts {
-		out = append(out, st.Export())
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// statementOf returns the statistics of the statement with normalized
-// text, or nil.
-func (s *Shield) statementOf(normalized string) *StatementStats {
-	st := s.statements.Lookup(normalized)
-	if st == nil {
-		return nil
-	}
-	x := st.Export()
-	return &x
-}
+func (s *Shield) Statements() []StatementStats { return s.statements.Exports() }

@@ -251,7 +251,7 @@ func BenchmarkStatementStats(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			call := s.execBegins(write, "")
-			call.execEnds(nil)
+			call.st.Ended(call.out, call.began, false)
 			s.writes.Note(w.tables, w.known, w.rows)
 		}
 	})

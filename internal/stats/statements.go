@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -316,6 +317,31 @@ func (t *Table) Lookup(normalized string) *Statement {
 	return nil
 }
 
+// Export returns the statistics of the statement of normalized text, or
+// nil when t does not count it.
+func (t *Table) Export(normalized string) *StatementStats {
+	st := t.Lookup(normalized)
+	if st == nil {
+		return nil
+	}
+	x := st.Export()
+	return &x
+}
+
+// Exports returns the statistics of every statement t counts, most called
+// first (Snapshot's order); nil when it counts none.
+func (t *Table) Exports() []StatementStats {
+	sts := t.Snapshot()
+	out := make([]StatementStats, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, st.Export())
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Calls is the statement's Space-Saving count.
 func (st *Statement) Calls() uint64 { return st.count.Load() }
 
@@ -332,9 +358,26 @@ func (st *Statement) Plan() *Plan { return st.plan.Load() }
 // SetPlan notes p as the statement's plan; p must not change after.
 func (st *Statement) SetPlan(p *Plan) { st.plan.Store(p) }
 
+// NotePlan notes p as the statement's plan unless the plan noted already
+// has the same reason, TTLs, caching and name (its detail and tables are
+// not compared): a call planned as the last one costs no allocation.
+func (st *Statement) NotePlan(p Plan) {
+	q := st.Plan()
+	if q != nil && q.Reason == p.Reason && q.Soft == p.Soft && q.Hard == p.Hard && q.Cache == p.Cache &&
+		q.Cacheable == p.Cacheable && q.NoCache == p.NoCache && q.Name == p.Name {
+		return
+	}
+	n := p
+	st.plan.Store(&n)
+}
+
 // Ended records a call's end: an error if failed, its outcome (OutNone
 // counts no outcome), and, when began is not zero, its latency since then.
+// A nil st (a call not counted) records nothing.
 func (st *Statement) Ended(out Outcome, began time.Time, failed bool) {
+	if st == nil {
+		return
+	}
 	if failed {
 		st.errors.Add(1)
 	}
@@ -405,6 +448,20 @@ func (st *Statement) Origin(took time.Duration, rows, bytes uint64, failed bool)
 	}
 	st.rows.Add(rows)
 	st.bytes.Add(bytes)
+}
+
+// OriginResult is Origin with the rows and bytes of res (none when res
+// is nil).
+func (st *Statement) OriginResult(took time.Duration, res *resultset.Result, failed bool) {
+	var rows, bytes uint64
+	if res != nil {
+		n := 0
+		for i := range res.Sets {
+			n += res.Sets[i].N
+		}
+		rows, bytes = uint64(n), uint64(res.Bytes)
+	}
+	st.Origin(took, rows, bytes, failed)
 }
 
 // Refreshed counts a background refresh of the statement.

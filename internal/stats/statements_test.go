@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sqlflight/sqlflight/internal/resultset"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
@@ -256,5 +257,59 @@ func TestTableConcurrent(t *testing.T) {
 	x := tbl.Lookup(r.Normalized).Export()
 	if x.Calls != 8000 || x.Fresh != 8000 {
 		t.Errorf("calls %d fresh %d, want 8000", x.Calls, x.Fresh)
+	}
+}
+
+// NotePlan stores a new plan only when one of the fields it compares
+// changed; the detail and the tables alone do not make a new plan.
+func TestNotePlan(t *testing.T) {
+	var tbl stats.Table
+	r := sqlscan.Parse("SELECT v FROM t WHERE k = $1")
+	st, _ := tbl.Of(r, "", fixedClock{t0}, stats.OutNone, fp)
+	st.NotePlan(stats.Plan{Soft: time.Second, Name: "a", Tables: []string{"t"}})
+	first := st.Plan()
+	if first == nil || first.Soft != time.Second || first.Name != "a" {
+		t.Fatalf("plan %+v", first)
+	}
+	st.NotePlan(stats.Plan{Soft: time.Second, Name: "a", Detail: "other", Tables: []string{"u"}})
+	if st.Plan() != first {
+		t.Error("a plan of the same policy replaced the one noted")
+	}
+	if n := testing.AllocsPerRun(100, func() { st.NotePlan(stats.Plan{Soft: time.Second, Name: "a"}) }); n != 0 {
+		t.Errorf("noting the same plan allocates %v times", n)
+	}
+	for _, p := range []stats.Plan{{Soft: 2 * time.Second, Name: "a"}, {Soft: 2 * time.Second, Name: "b"},
+		{Reason: "write"}, {Cache: true}, {Cacheable: true}, {NoCache: true}, {Hard: time.Minute}} {
+		st.NotePlan(p)
+		if q := st.Plan(); q.Reason != p.Reason || q.Soft != p.Soft || q.Hard != p.Hard || q.Cache != p.Cache ||
+			q.Cacheable != p.Cacheable || q.NoCache != p.NoCache || q.Name != p.Name {
+			t.Errorf("noted %+v, plan is %+v", p, q)
+		}
+	}
+}
+
+// A call not counted (a nil statement) ends and runs origins quietly;
+// OriginResult counts a result's rows over its sets, and its bytes.
+func TestStatementOriginsAndNil(t *testing.T) {
+	var none *stats.Statement
+	none.Ended(stats.OutMiss, time.Now(), true)
+	none.OriginResult(time.Millisecond, nil, true)
+	var tbl stats.Table
+	r := sqlscan.Parse("SELECT v FROM t")
+	st, _ := tbl.Of(r, "", fixedClock{t0}, stats.OutNone, fp)
+	st.OriginResult(time.Millisecond, &resultset.Result{Sets: []resultset.Set{{N: 2}, {N: 3}}, Bytes: 100}, false)
+	st.OriginResult(time.Millisecond, nil, true)
+	x := tbl.Export(r.Normalized)
+	if x == nil || x.OriginExecutions != 2 || x.OriginErrors != 1 || x.Rows != 5 || x.Bytes != 100 {
+		t.Errorf("export %+v", x)
+	}
+	if tbl.Export("SELECT w FROM t") != nil {
+		t.Error("a statement not counted is exported")
+	}
+	if all := tbl.Exports(); len(all) != 1 || all[0].Fingerprint != x.Fingerprint {
+		t.Errorf("Exports = %+v", all)
+	}
+	if (&stats.Table{}).Exports() != nil {
+		t.Error("an empty table exports a list")
 	}
 }
