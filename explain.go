@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
@@ -234,9 +233,9 @@ func (x Explanation) MarshalJSON() ([]byte, error) {
 	type plain Explanation // without these methods
 	v := struct {
 		plain
-		Policy policyJSON     `json:"policy"`
-		Server *ServerVerdict `json:"server,omitempty"`
-	}{plain: plain(x), Policy: toPolicyJSON(x.Policy)}
+		Policy annotation.JSON `json:"policy"`
+		Server *ServerVerdict  `json:"server,omitempty"`
+	}{plain: plain(x), Policy: annotation.ToJSON(annotation.Fields(x.Policy))}
 	for _, l := range []*[]string{&v.Tables, &v.Writes, &v.Functions, &v.Unknown} {
 		if *l == nil {
 			*l = []string{}
@@ -263,73 +262,11 @@ func (x *Explanation) UnmarshalJSON(b []byte) error {
 	type plain Explanation
 	v := struct {
 		*plain
-		Policy policyJSON `json:"policy"`
+		Policy annotation.JSON `json:"policy"`
 	}{plain: (*plain)(x)}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	x.Policy = v.Policy.policy()
-	return nil
-}
-
-// policyJSON is Policy as an Explanation encodes it: durations as strings.
-type policyJSON struct {
-	Soft       jsonDuration `json:"soft,omitempty"`
-	Hard       jsonDuration `json:"hard,omitempty"`
-	Neg        jsonDuration `json:"neg,omitempty"`
-	Jitter     float64      `json:"jitter,omitempty"`
-	Beta       float64      `json:"beta,omitempty"`
-	MaxRows    int          `json:"maxrows,omitempty"`
-	MaxBytes   int64        `json:"maxbytes,omitempty"`
-	Wait       jsonDuration `json:"wait,omitempty"`
-	Timeout    jsonDuration `json:"timeout,omitempty"`
-	Tables     []string     `json:"tables,omitempty"`
-	Name       string       `json:"name,omitempty"`
-	Coalesce   bool         `json:"coalesce,omitempty"`
-	NoCoalesce bool         `json:"nocoalesce,omitempty"`
-	NoCache    bool         `json:"nocache,omitempty"`
-	Off        bool         `json:"off,omitempty"`
-}
-
-func toPolicyJSON(p Policy) policyJSON {
-	return policyJSON{
-		Soft: jsonDuration(p.Soft), Hard: jsonDuration(p.Hard), Neg: jsonDuration(p.Neg),
-		Jitter: p.Jitter, Beta: p.Beta, MaxRows: p.MaxRows, MaxBytes: p.MaxBytes,
-		Wait: jsonDuration(p.Wait), Timeout: jsonDuration(p.Timeout), Tables: p.Tables, Name: p.Name,
-		Coalesce: p.Coalesce, NoCoalesce: p.NoCoalesce, NoCache: p.NoCache, Off: p.Off,
-	}
-}
-
-func (p policyJSON) policy() Policy {
-	return Policy{
-		Soft: time.Duration(p.Soft), Hard: time.Duration(p.Hard), Neg: time.Duration(p.Neg),
-		Jitter: p.Jitter, Beta: p.Beta, MaxRows: p.MaxRows, MaxBytes: p.MaxBytes,
-		Wait: time.Duration(p.Wait), Timeout: time.Duration(p.Timeout), Tables: p.Tables, Name: p.Name,
-		Coalesce: p.Coalesce, NoCoalesce: p.NoCoalesce, NoCache: p.NoCache, Off: p.Off,
-	}
-}
-
-// jsonDuration is a time.Duration that encodes as a Go duration string.
-type jsonDuration time.Duration
-
-func (d jsonDuration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if json.Unmarshal(b, &n) != nil {
-			return errors.New("sqlflight: a duration must be a string such as \"30s\"")
-		}
-		*d = jsonDuration(n)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New("sqlflight: a duration must be a string such as \"30s\"")
-	}
-	*d = jsonDuration(v)
+	x.Policy = Policy(v.Policy.Fields())
 	return nil
 }

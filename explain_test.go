@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/annotation"
 )
 
 func TestExplain(t *testing.T) {
@@ -124,7 +126,7 @@ func TestExplanationJSON(t *testing.T) {
 // TestPolicyJSONMirrorsPolicy: the encoding of an Explanation's policy has
 // every field of Policy, so a field added to Policy is not lost.
 func TestPolicyJSONMirrorsPolicy(t *testing.T) {
-	p, j := reflect.TypeOf(Policy{}), reflect.TypeOf(policyJSON{})
+	p, j := reflect.TypeOf(Policy{}), reflect.TypeOf(annotation.JSON{})
 	if p.NumField() != j.NumField() {
 		t.Fatalf("Policy has %d fields, its JSON form %d", p.NumField(), j.NumField())
 	}
@@ -135,7 +137,7 @@ func TestPolicyJSONMirrorsPolicy(t *testing.T) {
 	}
 	full := Policy{Soft: 1, Hard: 2, Neg: 3, Jitter: 4, Beta: 5, MaxRows: 6, MaxBytes: 7, Wait: 8, Timeout: 9,
 		Tables: []string{"t"}, Name: "n", Coalesce: true, NoCoalesce: true, NoCache: true, Off: true}
-	if got := toPolicyJSON(full).policy(); !reflect.DeepEqual(got, full) {
+	if got := Policy(annotation.ToJSON(annotation.Fields(full)).Fields()); !reflect.DeepEqual(got, full) {
 		t.Errorf("round trip %+v, want %+v", got, full)
 	}
 }

@@ -10,7 +10,9 @@
 // annotation overrides field by field (Merge); one that asks for sharing
 // (a positive soft=, coalesce) outranks a lower layer's "don't". pure=
 // names functions the statement vouches for; it is the caller's to decide
-// whether to trust it. Everything here is safe for concurrent use.
+// whether to trust it. JSON is the fields' encoding in an Explanation,
+// durations as Go duration strings. Everything here is safe for concurrent
+// use.
 package annotation
 
 import (
