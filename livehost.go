@@ -34,5 +34,5 @@ type LivePageOptions struct {
 
 // HandlerWith is Handler with options.
 func HandlerWith(s *Shield, o LivePageOptions) http.Handler {
-	return livepage.New(pageSource{s}, livepage.Options(o))
+	return livepage.New(pageSource(s), livepage.Options(o))
 }

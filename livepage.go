@@ -10,7 +10,11 @@ import (
 
 // The live page: a Shield's statistics, statements, load and advice, as
 // JSON and as an HTML page that redraws itself from the JSON. The page is
-// internal/livepage's; this file is its Source over a Shield.
+// internal/livepage's; this file is its Source over a Shield, and the
+// recent load it charts: the Shield's cumulative counters sampled about
+// once a second, for the last five minutes (stats.LoadSeries). The ticker
+// starts with the first request to the page and stops with Shield.Close; a
+// sample is timed by the Shield's Clock.
 
 // Handler returns the live page of s, an http.Handler to mount on a debug
 // or admin listener, as net/http/pprof and expvar are:
@@ -37,61 +41,50 @@ import (
 // the last five minutes); Shield.Close stops it.
 func Handler(s *Shield) http.Handler { return HandlerWith(s, LivePageOptions{}) }
 
-// pageSource is the live page's view of a Shield (livepage.Source).
-type pageSource struct{ s *Shield }
-
-// Sample starts the load's sampling unless it runs or s is closed, and
-// samples it now, by s's Clock.
-func (p pageSource) Sample() time.Time {
-	s := p.s
-	s.startLoad()
-	now := s.opts.Clock.Now()
-	s.sampleLoad(now)
-	return now
-}
-
-// Started is when s was made.
-func (p pageSource) Started() time.Time { return p.s.started }
-
-// Stats is one Shield.Stats, whole and in the figures the HTML prints.
-func (p pageSource) Stats() livepage.Stats {
-	st := p.s.Stats()
-	out := livepage.Stats{
-		Doc:     st,
-		Queries: st.Queries, Bypassed: st.Bypassed, Flights: st.Flights, Followers: st.Followers,
-		OriginExecutions: st.OriginExecutions,
-		FreshHits:        st.FreshHits, StaleHits: st.StaleHits, NegativeHits: st.NegativeHits, Misses: st.Misses,
-		CacheEntries: st.CacheEntries,
-		BreakerState: st.BreakerState, SharedState: st.SharedState, FeedState: st.FeedState,
-		SharedTrusted: st.SharedTrusted,
-		Breakers:      make(map[string]livepage.Breaker, len(st.Breakers)),
+// pageSource is the live page's view of s (livepage.Source): its
+// statement table, its load series, which the first request starts
+// sampling once a second (unless s is closed) and every request samples by
+// s's Clock, its Stats and its Advice.
+func pageSource(s *Shield) livepage.Parts {
+	sample := func(now time.Time) {
+		c := &s.stats
+		s.load.Add(stats.LoadSample{
+			At:        now,
+			Queries:   c.queries.Load(),
+			Hits:      c.freshHits.Load() + c.staleHits.Load() + c.negHits.Load(),
+			Misses:    c.misses.Load(),
+			Followers: c.followers.Load(),
+			Origins:   c.originExecs.Load(),
+			Bypassed:  c.bypassed.Load(),
+		})
 	}
-	for name, b := range st.Breakers {
-		out.Breakers[name] = livepage.Breaker(b)
+	return livepage.Parts{
+		SampleNow: func() time.Time {
+			s.load.Start(func() { sample(s.opts.Clock.Now()) })
+			now := s.opts.Clock.Now()
+			sample(now)
+			return now
+		},
+		StartedAt: s.started,
+		Snapshot: func() livepage.Stats {
+			st := s.Stats()
+			out := livepage.Stats{
+				Doc:     st,
+				Queries: st.Queries, Bypassed: st.Bypassed, Flights: st.Flights, Followers: st.Followers,
+				OriginExecutions: st.OriginExecutions,
+				FreshHits:        st.FreshHits, StaleHits: st.StaleHits, NegativeHits: st.NegativeHits, Misses: st.Misses,
+				CacheEntries: st.CacheEntries,
+				BreakerState: st.BreakerState, SharedState: st.SharedState, FeedState: st.FeedState,
+				SharedTrusted: st.SharedTrusted,
+				Breakers:      make(map[string]livepage.Breaker, len(st.Breakers)),
+			}
+			for name, b := range st.Breakers {
+				out.Breakers[name] = livepage.Breaker(b)
+			}
+			return out
+		},
+		Series: &s.load,
+		Advise: s.Advice,
+		Table:  &s.statements,
 	}
-	return out
 }
-
-// Load is the load series' points.
-func (p pageSource) Load() []stats.LoadPoint { return p.s.load.Points() }
-
-// Advice is Shield.Advice.
-func (p pageSource) Advice() []stats.Advice { return p.s.Advice() }
-
-// Statements are the statement table's, each exported with the
-// histograms of its paths.
-func (p pageSource) Statements() []livepage.Statement {
-	sts := p.s.statements.Snapshot()
-	out := make([]livepage.Statement, len(sts))
-	for i, st := range sts {
-		out[i].Stats = st.Export()
-		out[i].Latencies = make([]stats.Histogram, len(stats.PathNames))
-		for j := range stats.PathNames {
-			out[i].Latencies[j] = st.Latency(j)
-		}
-	}
-	return out
-}
-
-// ValueKey is the statement table's key of the page's hashes.
-func (p pageSource) ValueKey() []byte { return p.s.statements.ValueKey() }

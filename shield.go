@@ -284,7 +284,7 @@ type Shield struct {
 
 	feedStats feedCounters // the change feeds of its scopes
 
-	load stats.LoadSeries // recent load, for the live page (loadseries.go)
+	load stats.LoadSeries // recent load, for the live page (livepage.go)
 
 	// Per-statement statistics and the writes per table the advisor
 	// weighs (stmtstats.go, advice.go), since started.
