@@ -312,11 +312,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			return rows, nil
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
-			s.stats.bypass(bypassPolicy)
+			s.stats.bypassed.Add(bypassPolicy)
 			caller.out = stats.BypassOutcome(bypassPolicy)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errNotShared):
-			s.stats.bypass(bypassTooLarge)
+			s.stats.bypassed.Add(bypassTooLarge)
 			caller.out = stats.BypassOutcome(bypassTooLarge)
 			return s.passGuarded(ctx, rd)
 		case errors.Is(err, errRetry) && attempt < 3:

@@ -498,7 +498,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
-	c.s.stats.bypass(bypassExec)
+	c.s.stats.bypassed.Add(bypassExec)
 	call.st.Ended(call.out, call.began, err != nil)
 	c.record(ctx, &fate{r: r, a: a, args: args}, err != nil)
 	return res, err
@@ -525,7 +525,7 @@ func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args 
 	if f.reason == "" {
 		return c.s.share(ctx, c, query, &f, args, run)
 	}
-	c.s.stats.bypass(f.reason)
+	c.s.stats.bypassed.Add(f.reason)
 	c.s.logBypass(ctx, r, f.reason)
 	return c.pass(ctx, query, &f, run, args)
 }

@@ -55,7 +55,7 @@ func pageSource(s *Shield) livepage.Parts {
 			Misses:    c.misses.Load(),
 			Followers: c.followers.Load(),
 			Origins:   c.originExecs.Load(),
-			Bypassed:  c.bypassed.Load(),
+			Bypassed:  c.bypassed.Total(),
 		})
 	}
 	return livepage.Parts{

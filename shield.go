@@ -565,34 +565,25 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 }
 
 type counters struct {
-	queries, bypassed, flights, followers, originExecs, originErrors atomic.Uint64
-	tooLarge, waitExpired, badAnnotations, panics, invalidations     atomic.Uint64
-	freshHits, staleHits, negHits, misses, fills                     atomic.Uint64
-	refreshes, refreshFailures, staleIfError, shed, breakerRejected  atomic.Uint64
-	realOpened, probes, probeFailures, probeRedials                  atomic.Uint64
-	realWaits, realsLent, lateFollowers                              atomic.Uint64
-	prewarmReplayed, prewarmLoaded, prewarmSkipped, prewarmFailed    atomic.Uint64
-	waiting, inFlight, realConns                                     atomic.Int64
+	queries, flights, followers, originExecs, originErrors          atomic.Uint64
+	tooLarge, waitExpired, badAnnotations, panics, invalidations    atomic.Uint64
+	freshHits, staleHits, negHits, misses, fills                    atomic.Uint64
+	refreshes, refreshFailures, staleIfError, shed, breakerRejected atomic.Uint64
+	realOpened, probes, probeFailures, probeRedials                 atomic.Uint64
+	realWaits, realsLent, lateFollowers                             atomic.Uint64
+	prewarmReplayed, prewarmLoaded, prewarmSkipped, prewarmFailed   atomic.Uint64
+	waiting, inFlight, realConns                                    atomic.Int64
 
-	reasons sync.Map // string → *atomic.Uint64
+	bypassed stats.Bypasses // statements sent straight to the real connection, by reason
 
 	originDuration, followerWait, probeDuration stats.Durations
 	names                                       stats.Names
 }
 
-func (c *counters) bypass(reason string) {
-	c.bypassed.Add(1)
-	v, ok := c.reasons.Load(reason)
-	if !ok {
-		v, _ = c.reasons.LoadOrStore(reason, new(atomic.Uint64))
-	}
-	v.(*atomic.Uint64).Add(1)
-}
-
 func (c *counters) snapshot() Stats {
 	st := Stats{
 		Queries:             c.queries.Load(),
-		Bypassed:            c.bypassed.Load(),
+		Bypassed:            c.bypassed.Total(),
 		Flights:             c.flights.Load(),
 		Followers:           c.followers.Load(),
 		LateFollowers:       c.lateFollowers.Load(),
@@ -614,7 +605,7 @@ func (c *counters) snapshot() Stats {
 		Shed:                c.shed.Load(),
 		BreakerRejected:     c.breakerRejected.Load(),
 		BreakerProbeRedials: c.probeRedials.Load(),
-		BypassReasons:       map[string]uint64{},
+		BypassReasons:       c.bypassed.Reasons(),
 		OriginDuration:      c.originDuration.Snapshot(),
 		FollowerWait:        c.followerWait.Snapshot(),
 		Names:               c.names.Snapshot(),
@@ -632,9 +623,5 @@ func (c *counters) snapshot() Stats {
 		PrewarmSkipped:      c.prewarmSkipped.Load(),
 		PrewarmFailed:       c.prewarmFailed.Load(),
 	}
-	c.reasons.Range(func(k, v any) bool {
-		st.BypassReasons[k.(string)] = v.(*atomic.Uint64).Load()
-		return true
-	})
 	return st
 }

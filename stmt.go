@@ -158,7 +158,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:static
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.statement()
 	s.c.s.stats.queries.Add(1)
-	s.c.s.stats.bypass(bypassExec)
+	s.c.s.stats.bypassed.Add(bypassExec)
 	call := s.c.s.execBegins(s.scan, s.query)
 	a, _, err := s.c.s.annotationOf(s.scan)
 	if err != nil {

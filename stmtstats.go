@@ -161,7 +161,7 @@ func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
 // bypass counts a read that leaves the sharing path for reason, before it
 // runs on the caller's connection.
 func (f *fate) bypass(s *Shield, reason string) {
-	s.stats.bypass(reason)
+	s.stats.bypassed.Add(reason)
 	f.stat.out = stats.BypassOutcome(reason)
 }
 
