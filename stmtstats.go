@@ -142,7 +142,7 @@ func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
 	st.RepeatTable(now).See(sc.key, now)
 }
 
-// execBegins counts an exec of r; the caller ends it with execEnds.
+// execBegins counts an exec of r; the caller ends it with its st.Ended.
 func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
 	if s.opts.NoStatementStats {
 		return stmtCall{}

@@ -1,9 +1,10 @@
 // Package stats counts what a Shield's statements cost the database and
 // how they were served, in bounded memory and with atomics on the hot path:
 // duration histograms, the table of statements (a Space-Saving top-K) with
-// each statement's hottest keys, the repeats of a key that the advisor
-// weighs, the writes per table, the advisor's rule for a TTL, and the
-// recent load that the live page draws.
+// each statement's hottest keys and plan, the repeats of a key that the
+// advisor weighs, the counters of policy names, the bypasses by reason, the
+// writes per table, the advisor's rule for a TTL, and the recent load that
+// the live page draws.
 //
 // # What it guarantees
 //
@@ -12,14 +13,16 @@
 // hot keys, texts cut at MaxStatementText (2 KiB) and arguments in print cut
 // at MaxArgText (64 bytes) each and MaxArgsText (256 bytes) in all; a
 // statement's Repeats table is 256 words; TableWrites counts at most
-// MaxWriteTables (4096) tables apart; a LoadSeries holds LoadSamples (301)
-// samples. A Statement is at most 1.5 KiB and a Repeats table 2.3 KiB (the
+// MaxWriteTables (4096) tables apart and Names MaxNames (1000) names; a
+// LoadSeries holds LoadSamples (301) samples; Bypasses holds one counter
+// per reason its caller names. A Statement is at most 1.5 KiB and a Repeats table 2.3 KiB (the
 // README states the bound from these sizes).
 //
 // Concurrency: every method of Durations, Table, Statement, Repeats,
-// TableWrites and LoadSeries is safe for concurrent use; a Table finds and
+// TableWrites, Names, Bypasses and LoadSeries is safe for concurrent use; a Table finds and
 // counts a statement it already holds without a lock. Histogram,
-// StatementStats, HotKey and Advice are plain values (snapshots).
+// StatementStats, HotKey, NameStats and Advice are plain values
+// (snapshots).
 //
 // # What is approximate
 //
