@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/route"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -140,6 +140,15 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		}
 	}
 	x.Policy = f.plan.pol
+	why := route.Why{Reason: f.reason, Scan: r, Soft: f.plan.pol.Soft, NoCache: f.plan.pol.NoCache}
+	if v := f.v; v != nil && v.known() {
+		why.Known, why.Failed = true, v.err != nil
+		if v.err != nil {
+			why.Err = errText.Class(v.err)
+		}
+		why.Unvouched, why.PerSession = v.volatileUnvouched(f.a.Pure), v.sv.PerSession
+		why.TimeDependent, why.UserFunctions, why.Volatile = v.sv.TimeDependent, v.sv.UserFunctions, len(v.sv.Volatile) > 0
+	}
 	switch reason := f.reason; {
 	case reason == bypassWrite:
 		// Not known to be read-only: say what the statement is, a write or
@@ -150,14 +159,14 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 			x.Reason = "not known to be read-only"
 		}
 	case reason != "":
-		x.Bypass, x.Reason = reason, reason+reasonDetail(reason, f)
+		x.Bypass, x.Reason = reason, reason+why.Detail()
 	default:
 		x.Shared = true
 		x.Cached = f.plan.cache
 		x.Fleet = f.plan.cache && f.known
 		x.Reason = ""
 		if !f.plan.cache {
-			x.Reason = noCacheReason(f)
+			x.Reason = why.NotCached()
 		}
 	}
 	// Tables named by the policy (a tables= annotation, a rule) are what a
@@ -188,43 +197,6 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		x.WriteClosure = union(closure, nil)
 	}
 	return x
-}
-
-func reasonDetail(reason string, f *fate) string {
-	r := f.r
-	switch {
-	case reason == bypassNotShareable && f.v != nil && f.v.known() && f.v.err == nil:
-		sv := &f.v.sv
-		if vol := f.v.volatileUnvouched(f.a.Pure); len(vol) > 0 {
-			return ": calls " + strings.Join(vol, ", ") + " (volatile; only the statement's pure= entry can vouch for it)"
-		}
-		if len(sv.PerSession) > 0 {
-			return ": reads " + strings.Join(sv.PerSession, ", ") + " (per-session value)"
-		}
-	case reason == bypassUnverified && f.v != nil && f.v.known() && f.v.err != nil:
-		return ": " + errText.Class(f.v.err)
-	}
-	if reason == bypassNotShareable && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
-		return ": " + r.Reason
-	}
-	return ""
-}
-
-func noCacheReason(f *fate) string {
-	p, r := &f.plan, f.r
-	switch {
-	case p.pol.NoCache:
-		return "not cached: nocache"
-	case p.pol.Soft <= 0:
-		return "not cached: no TTL (coalesced only)"
-	case r.Verdict != sqlscan.Shareable:
-		return "not cached: " + r.Reason + " (annotate a TTL in the statement to cache it)"
-	case f.v != nil && f.v.known() && f.v.sv.TimeDependent:
-		return "not cached: depends on the clock (annotate a TTL in the statement to cache it)"
-	case f.v != nil && f.v.known() && (f.v.sv.UserFunctions || len(f.v.sv.Volatile) > 0):
-		return "not cached: calls user functions that are not IMMUTABLE (annotate a TTL in the statement to cache it)"
-	}
-	return "not cached: an argument is a date/time word that follows the clock (annotate a TTL in the statement to cache it)"
 }
 
 // MarshalJSON encodes x with its policy's durations as Go duration strings
