@@ -266,10 +266,10 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
-			t, err := s.enter(ctx, c.sc)
+			t, err := c.sc.guard.Enter(ctx)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
-					s.exit(t, errNotRun)
+					t.Exit(errNotRun)
 				}
 			}
 			if err != nil {
@@ -330,11 +330,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 // passGuarded runs a read that left its flight on the caller's own
 // connection, through the guard like an origin query.
 func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
-	t, err := s.slot(ctx, rd.c.sc)
+	t, err := rd.c.sc.guard.Slot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer t.slot.Release()
+	defer t.Release()
 	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v, args: rd.args}, rd.run, rd.args) // it consults the breaker itself
 }
 
@@ -397,13 +397,13 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return
 	}
-	t, ok := s.enterBackground(rd.c.sc)
+	t, ok := rd.c.sc.guard.Background()
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, e)
 	if !ok {
-		s.exit(t, errNotRun)
+		t.Exit(errNotRun)
 		return
 	}
 	s.stats.refreshes.Add(1)
@@ -574,9 +574,9 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {
-			s.exit(t, errNotRun)
+			t.Exit(errNotRun)
 		} else {
-			s.exit(t, err) // the breaker knows before any waiter does
+			t.Exit(err) // the breaker knows before any waiter does
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
@@ -597,7 +597,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 	}
 	rc, err := l.conn(ctx)
-	if lc := l.leader(); err == nil && t.probe && lc != nil {
+	if lc := l.leader(); err == nil && t.Probe() && lc != nil {
 		rc, err = lc.forProbe(ctx, rc, false, l.conn)
 	}
 	if err == nil {

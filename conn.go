@@ -337,10 +337,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
-	defer func() { c.sc.guard.br.Record(probe, err) }()
+	defer func() { c.sc.guard.Breaker.Record(probe, err) }()
 	var ptx driver.Tx
 	if bt, ok := rc.(driver.ConnBeginTx); ok {
 		ptx, err = bt.BeginTx(ctx, opts)
@@ -490,11 +490,11 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
 	res, err := execOn(ctx, rc, query, args)
-	c.sc.guard.br.Record(probe, err)
+	c.sc.guard.Breaker.Record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
@@ -541,7 +541,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
 	var rows driver.Rows
@@ -550,7 +550,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	} else {
 		rows, err = run(ctx, rc, args)
 	}
-	c.sc.guard.br.Record(probe, err)
+	c.sc.guard.Breaker.Record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
 	}

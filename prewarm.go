@@ -396,7 +396,7 @@ func (w *warmer) replay(ctx context.Context, rd *read, seen *entry) {
 	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, w.st, seen)
 	if !ok {
-		s.exit(t, errNotRun)
+		t.Exit(errNotRun)
 		w.skip() // a flight runs: it fills the key
 		return
 	}
@@ -466,12 +466,5 @@ func (w *warmer) report() PrewarmReport {
 // (pre-warming never probes a database that failed) and one of its
 // background slots must free up before ctx ends.
 func (s *Shield) enterWarm(ctx context.Context, sc *scope) (ticket, error) {
-	g := &sc.guard
-	if g.br.State() != breakerClosed {
-		return ticket{}, ErrCircuitOpen
-	}
-	if err := g.bg.Acquire(ctx); err != nil {
-		return ticket{}, err
-	}
-	return ticket{g: g, slot: g.bg}, nil
+	return sc.guard.Warm(ctx)
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/guard"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
@@ -29,7 +31,7 @@ type scope struct {
 	label      atomic.Pointer[string]
 	labelFinal atomic.Bool
 	// guard is the scope's own semaphore and circuit breaker (breaker.go).
-	guard scopeGuard
+	guard guard.Scope
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or
@@ -101,9 +103,17 @@ func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	sc.spare.init(s, sc)
-	sc.guard.init(&s.opts, func(from, to breakerState) {
-		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
-	}, s.opts.Clock)
+	o := &s.opts
+	sc.guard.Init(guard.ScopeConfig{MaxInflight: o.MaxInflight, MaxRefreshes: o.MaxRefreshes, QueueTimeout: o.QueueTimeout,
+		Failures: o.BreakerFailures, Timeout: o.BreakerTimeout, Probes: o.BreakerProbes, Clock: o.Clock,
+		OnChange: func(from, to breakerState) {
+			s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
+		},
+		Rejected: &s.stats.breakerRejected, Shed: &s.stats.shed,
+		OnShed: func(queueTimeout time.Duration) {
+			s.warnEvery("shed", "", "sqlflight: shedding reads: every origin slot is taken",
+				"max_inflight", o.MaxInflight, "queue_timeout", queueTimeout, "scope", sc.name())
+		}})
 	s.scopes.Store(sc.id, sc)
 	if ts := s.tier; ts != nil && ts.trustMessages {
 		s.log.Warn("sqlflight: the shared tier is trusted without a secret (InsecureTrustSharedTier): whoever can write to it can make this scope serve any rows", "scope", sc.name())
@@ -180,15 +190,11 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		// The first real connection goes through the scope's breaker like
 		// every later one: a database down from the start opens it, and
 		// an open breaker answers at once.
-		probe, ok := sc.guard.br.Allow()
 		var rc driver.Conn
-		var err error
-		if ok {
+		probe, err := sc.guard.Admit()
+		if err == nil {
 			rc, err = open(ctx)
-			sc.guard.br.Record(probe, err)
-		} else {
-			s.refused(sc)
-			err = ErrCircuitOpen
+			sc.guard.Breaker.Record(probe, err)
 		}
 		if err == nil {
 			// The feed is established before anything is cached (feed.go).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/errtext"
+	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/memo"
 )
 
@@ -30,7 +31,7 @@ var (
 	// ErrOriginTimeout is wrapped, together with context.DeadlineExceeded, by
 	// the error of a shared query whose origin ran past its timeout budget
 	// (Options.OriginTimeout or the timeout= annotation).
-	ErrOriginTimeout = errors.New("sqlflight: origin query timed out")
+	ErrOriginTimeout = guard.ErrOriginTimeout
 )
 
 // errPrefix begins the text of every error of this package, once.
@@ -295,26 +296,8 @@ func New(opts ...Option) *Shield {
 	}
 	s.logger.Store(s.opts.Logger)
 	s.log = slog.New(&shieldHandler{s: s})
-	if s.opts.MaxResultRows <= 0 {
-		s.opts.MaxResultRows = DefaultMaxResultRows
-	}
-	if s.opts.MaxResultBytes <= 0 {
-		s.opts.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if s.opts.MaxBytes <= 0 {
-		s.opts.MaxBytes = DefaultMaxBytes
-	}
-	if s.opts.NegMaxBytes <= 0 {
-		s.opts.NegMaxBytes = max(s.opts.MaxBytes/8, 1)
-	}
-	if s.opts.Clock == nil {
-		s.opts.Clock = systemClock{}
-	}
+	resolveDefaults(&s.opts)
 	s.started = s.opts.Clock.Now()
-	if s.opts.OriginTimeout <= 0 {
-		s.opts.OriginTimeout = DefaultOriginTimeout
-	}
-	guardDefaults(&s.opts)
 	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
 	s.tooLarge.Init(4096)
 	s.warned.Init(4096)
@@ -593,8 +576,8 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 	worst := breakerClosed
 	for _, sc := range scopes {
 		g := &sc.guard
-		state := g.br.State()
-		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.Transitions()}
+		state := g.Breaker.State()
+		b := BreakerStats{State: state.String(), Rejected: g.Rejected(), Transitions: g.Breaker.Transitions()}
 		st.BreakerTransitions += b.Transitions
 		if state != breakerClosed {
 			st.BreakerOpen++
