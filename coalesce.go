@@ -502,7 +502,7 @@ func (l *poolLink) conn(ctx context.Context) (driver.Conn, error) {
 
 func (l *poolLink) release(broken bool) {
 	if l.rc != nil {
-		l.sc.spare.put(l.rc, broken, l.s)
+		l.sc.spare.Put(l.rc, broken)
 	}
 }
 
@@ -637,9 +637,9 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.Empty(), filled: now, delta: delta, seq: f.Seq(), tables: rd.tables,
 		known: rd.known, version: rd.version}
-	e.jitter = fresh.Draw()
-	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
-	e.by = deadlinesOf(rd.plan.pol)
+	e.jitter, e.by, e.stamped = fresh.Draw(), s.windows(rd.plan.pol), true
+	d := fresh.At(now, e.by, e.empty, e.jitter)
+	e.soft, e.hard, e.last = d.Soft, d.Hard, d.Last
 	if st.Put(e, now) {
 		s.stats.fills.Add(1)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/guard"
+	"github.com/sqlflight/sqlflight/internal/pool"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
@@ -67,7 +68,12 @@ type scope struct {
 	nonStandard atomic.Bool   // standard_conforming_strings = off
 	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
 
-	spare spareConns // real connections of no virtual one (realpool.go)
+	// spare holds the scope's real connections that belong to no virtual
+	// one (internal/pool): background refreshes and probes run on them, and
+	// a virtual connection that needs a real one takes an idle one before it
+	// opens another. It also counts every real connection of the scope
+	// against Options.MaxConns (its Max).
+	spare pool.Pool
 	// lender is the virtual connection whose real connection most
 	// recently became lendable.
 	lender atomic.Pointer[conn]
@@ -102,8 +108,10 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
-	sc.spare.init(s, sc)
 	o := &s.opts
+	sc.spare.Max, sc.spare.Users = o.MaxConns, sc.live.Load
+	sc.spare.Lendable = func() driver.Conn { return sc.takeLendable(s) }
+	sc.spare.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
 	sc.guard.Init(guard.ScopeConfig{MaxInflight: o.MaxInflight, MaxRefreshes: o.MaxRefreshes, QueueTimeout: o.QueueTimeout,
 		Failures: o.BreakerFailures, Timeout: o.BreakerTimeout, Probes: o.BreakerProbes, Clock: o.Clock,
 		OnChange: func(from, to breakerState) {
@@ -184,7 +192,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		}
 		ch := make(chan struct{})
 		sc.probing = ch
-		sc.spare.setOpen(open)
+		sc.spare.SetOpen(open)
 		sc.mu.Unlock()
 
 		// The first real connection goes through the scope's breaker like
@@ -220,7 +228,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.noteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
-		sc.spare.counted()
+		sc.spare.Counted()
 		s.stats.realOpened.Add(1)
 		s.stats.realConns.Add(1)
 		return newConn(s, sc, open, rc), nil
