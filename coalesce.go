@@ -567,7 +567,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			// The leader's rows go on reading from its real connection.
 			lc := l.leader()
 			lc.openRows.Add(1)
-			handoff.release = func() {
+			handoff.Release = func() {
 				cancel(nil)
 				lc.openRows.Add(-1)
 			}
@@ -655,7 +655,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	if handoff != nil {
 		s.stats.tooLarge.Add(1)
 		s.tooLarge.add(f.Key(), f.Data.lim, time.Now(), tooLargeMemory)
-		h = mirrorRows(handoff, handoff.cur.Result().Mask)
+		h = mirrorRows(handoff, handoff.Mask())
 	}
 	s.flights.Finish(f, res, err, h)
 }
