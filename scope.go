@@ -105,7 +105,7 @@ func (s *Shield) newScope() *scope {
 		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
 	}, s.opts.Clock)
 	s.scopes.Store(sc.id, sc)
-	if ts := s.tier; ts != nil && ts.trustMessages {
+	if ts := s.tier; ts != nil && ts.TrustMessages {
 		s.log.Warn("sqlflight: the shared tier is trusted without a secret (InsecureTrustSharedTier): whoever can write to it can make this scope serve any rows", "scope", sc.name())
 	}
 	return sc
