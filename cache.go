@@ -109,10 +109,7 @@ func (s *Shield) Close() error {
 	s.closeFeeds()
 	s.load.close()
 	if ts := s.tier; ts != nil {
-		if ts.stop != nil {
-			ts.stop() // stops hearing other instances (idempotent)
-		}
-		ts.close()
+		ts.Close() // stops hearing other instances (idempotent)
 	}
 	if s.tierRelease != nil {
 		s.tierRelease() // a tier opened from a DSN closes with its last Shield; others are the caller's

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -273,7 +272,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if err != nil {
-				s.releaseLease(rd) // another instance may query instead
+				s.tier.Release(rd.l2, &rd.lease) // another instance may query instead
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
@@ -753,7 +752,7 @@ func (s *Shield) startWrite(w write) bool {
 	s.stats.invalidations.Add(1)
 	s.writes.note(w)
 	if ts := s.tier; ts != nil {
-		ts.begin(writeKeys(w))
+		ts.BeginWrite(w.tables, w.known, w.rows)
 	}
 	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	return true
@@ -762,7 +761,7 @@ func (s *Shield) startWrite(w write) bool {
 // publishWrite tells the fleet about w, started by startWrite.
 func (s *Shield) publishWrite(w write) {
 	if ts := s.tier; ts != nil {
-		ts.publish(writeKeys(w), w)
+		ts.PublishWrite(w.tables, w.known, w.rows)
 	}
 }
 
@@ -776,17 +775,4 @@ func (s *Shield) finishWrite(w write) {
 	}
 	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	s.publishWrite(w)
-}
-
-// writeKeys are the epoch keys a write marks in the tier: its tables and
-// the tables of its row writes (nil: every table).
-func writeKeys(w write) []string {
-	all := w.tables
-	if len(w.rows) > 0 {
-		all = slices.Clone(w.tables)
-		for _, rw := range w.rows {
-			all = append(all, rw.Table)
-		}
-	}
-	return epochKeys(all, w.known)
 }

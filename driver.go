@@ -221,7 +221,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 		var release func()
 		if shared {
-			if tier, release, err = openTier(target); err != nil {
+			if tier, release, err = tierOpeners.Open(target); err != nil {
 				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, dsnparam.RedactURL(target), dsnparam.RedactIn(strings.TrimPrefix(err.Error(), errPrefix), target))
 			}
 		}

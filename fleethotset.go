@@ -52,17 +52,17 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return ts.call(ctx, func(ctx context.Context) error {
-		seq, err := ts.t.NextSeq(ctx, ts.ns)
+	return ts.Call(ctx, func(ctx context.Context) error {
+		seq, err := ts.T.NextSeq(ctx, ts.NS)
 		if err != nil {
 			return err
 		}
 		// Always encrypted, whatever SharedEncrypt says: the hot set holds
 		// the arguments of the hottest keys (often session tokens).
-		ring := *ts.ring
+		ring := *ts.Ring
 		ring.Encrypt = true
-		data := ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.ns, fleetHotSetKey, seq)
-		_, err = ts.t.Store(ctx, ts.ns, fleetHotSetKey, data, seq, fleetHotSetTTL)
+		data := ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.NS, fleetHotSetKey, seq)
+		_, err = ts.T.Store(ctx, ts.NS, fleetHotSetKey, data, seq, fleetHotSetTTL)
 		return err
 	})
 }
@@ -74,9 +74,9 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 	ts := s.tier
 	empty := &hotset.Set{Format: hotset.Format, Version: hotset.Version}
 	var v SharedValue
-	if err := ts.call(ctx, func(ctx context.Context) error {
+	if err := ts.Call(ctx, func(ctx context.Context) error {
 		var err error
-		v, err = ts.t.Fetch(ctx, ts.ns, fleetHotSetKey, nil)
+		v, err = ts.T.Fetch(ctx, ts.NS, fleetHotSetKey, nil)
 		return err
 	}); err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 	if v.Data == nil {
 		return empty, nil
 	}
-	body, err := ts.ring.OpenValue(v.Data, ts.ns, fleetHotSetKey, v.Version)
+	body, err := ts.Ring.OpenValue(v.Data, ts.NS, fleetHotSetKey, v.Version)
 	if err == nil && len(body) > hotset.MaxBytes {
 		err = fmt.Errorf("%w: over %d bytes", ErrBadHotSet, hotset.MaxBytes)
 	}
@@ -93,9 +93,9 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 		hs, err = hotset.Parse(body, n, m, hotSetLimits)
 	}
 	if err != nil {
-		ts.stats.decodeErrors.Add(1)
+		ts.Stats.DecodeErrors.Add(1)
 		if err == seal.ErrForged {
-			ts.stats.forged.Add(1)
+			ts.Stats.Forged.Add(1)
 		}
 		s.warnEvery("hotset", "", "sqlflight: the fleet's hot set in the shared tier cannot be read; ignored", errAttr(err))
 		return empty, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -78,7 +79,7 @@ func panicAttr(r any) slog.Attr {
 // data: the description of an error that wraps one of them.
 var knownErrors = []error{
 	ErrOriginTimeout, ErrOriginPanicked, ErrOverloaded, ErrCircuitOpen, ErrBadAnnotation, ErrBadDSN,
-	errWaitExpired, errLeasedElsewhere, errSharedFormat, errUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
+	errWaitExpired, errLeasedElsewhere, shared.ErrFormat, shared.ErrUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
 	ErrNoSharedSecret, seal.ErrForged, seal.ErrFormat,
 }
 

@@ -440,7 +440,7 @@ func (w *warmer) load(ctx context.Context, rd *read) {
 		w.skip()
 		return
 	}
-	s.tier.stats.hits.Add(1)
+	s.tier.Stats.Hits.Add(1)
 	if s.epochs.UnchangedFor(seq, rd.tables, rd.known, rd.rows) {
 		w.st.Put(e, s.opts.Clock.Now())
 		w.st.Wait()

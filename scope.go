@@ -123,7 +123,7 @@ func (s *Shield) newScope() *scope {
 				"max_inflight", o.MaxInflight, "queue_timeout", queueTimeout, "scope", sc.name())
 		}})
 	s.scopes.Store(sc.id, sc)
-	if ts := s.tier; ts != nil && ts.trustMessages {
+	if ts := s.tier; ts != nil && ts.TrustMessages {
 		s.log.Warn("sqlflight: the shared tier is trusted without a secret (InsecureTrustSharedTier): whoever can write to it can make this scope serve any rows", "scope", sc.name())
 	}
 	return sc

@@ -538,18 +538,18 @@ func (s *Shield) Stats() Stats {
 	st.CacheEntries = s.store.Entries()
 	st.CacheBytes = s.store.Bytes()
 	if ts := s.tier; ts != nil {
-		c := &ts.stats
-		st.SharedState = ts.state()
-		st.SharedTrusted = ts.trustMessages
-		st.SharedTransitions = ts.st.Transitions()
-		st.SharedHits, st.SharedMisses = c.hits.Load(), c.misses.Load()
-		st.SharedWrites, st.SharedSuperseded = c.writes.Load(), c.superseded.Load()
-		st.SharedErrors, st.SharedDecodeErrors = ts.st.Errors(), c.decodeErrors.Load()
-		st.SharedSkipped = c.skippedPending.Load()
-		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.leases.Load(), c.leaseWaits.Load(), c.leaseExpired.Load()
-		st.InvalidationsSent, st.InvalidationsHeard = ts.st.Published(), c.received.Load()
-		st.InvalidationResyncs = c.resyncs.Load()
-		st.SharedForged, st.InvalidationsRejected = c.forged.Load(), c.rejected.Load()
+		c := &ts.Stats
+		st.SharedState = ts.Status()
+		st.SharedTrusted = ts.TrustMessages
+		st.SharedTransitions = ts.Transitions()
+		st.SharedHits, st.SharedMisses = c.Hits.Load(), c.Misses.Load()
+		st.SharedWrites, st.SharedSuperseded = c.Writes.Load(), c.Superseded.Load()
+		st.SharedErrors, st.SharedDecodeErrors = ts.Errors(), c.DecodeErrors.Load()
+		st.SharedSkipped = c.SkippedPending.Load()
+		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.Leases.Load(), c.LeaseWaits.Load(), c.LeaseExpired.Load()
+		st.InvalidationsSent, st.InvalidationsHeard = ts.Published(), c.Received.Load()
+		st.InvalidationResyncs = c.Resyncs.Load()
+		st.SharedForged, st.InvalidationsRejected = c.Forged.Load(), c.Rejected.Load()
 	}
 	s.feedSnapshot(&st)
 	return st
