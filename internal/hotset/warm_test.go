@@ -27,7 +27,10 @@ type fakeTarget struct {
 	warmed  []int64
 	running atomic.Int64
 	peak    atomic.Int64
-	hold    time.Duration
+	// With gate, Warm waits on it until cap keys are being warmed at once.
+	gate chan struct{}
+	cap  int64
+	once sync.Once
 }
 
 func (f *fakeTarget) Judge(ctx context.Context, r *sqlscan.Result, args []driver.NamedValue) hotset.Judgement[int64] {
@@ -43,11 +46,16 @@ func (f *fakeTarget) Judge(ctx context.Context, r *sqlscan.Result, args []driver
 }
 
 func (f *fakeTarget) Warm(ctx context.Context, n int64, text string) (hotset.Outcome, error) {
-	if now := f.running.Add(1); now > f.peak.Load() {
-		f.peak.Store(now)
-	}
+	now := f.running.Add(1)
 	defer f.running.Add(-1)
-	time.Sleep(f.hold)
+	for p := f.peak.Load(); now > p && !f.peak.CompareAndSwap(p, now); p = f.peak.Load() {
+	}
+	if f.gate != nil {
+		if now == f.cap {
+			f.once.Do(func() { close(f.gate) }) // the cap is reached: let everything go
+		}
+		<-f.gate
+	}
 	f.mu.Lock()
 	f.warmed = append(f.warmed, n)
 	f.mu.Unlock()
@@ -150,13 +158,13 @@ func TestWarmerConcurrencyAndCancel(t *testing.T) {
 		keys[i] = 1
 	}
 	hs := &hotset.Set{Statements: []hotset.Statement{statement("SELECT a FROM t WHERE k = $1", keys...)}}
-	ft := &fakeTarget{hold: time.Millisecond}
+	ft := &fakeTarget{gate: make(chan struct{}), cap: 3}
 	var c counters
 	var warned atomic.Int64
 	if rep := newWarmer(ft, &c, &warned).Run(context.Background(), hs, 3); rep.Replayed != 40 {
 		t.Fatalf("%+v", rep)
 	}
-	if p := ft.peak.Load(); p > 3 || p < 1 {
+	if p := ft.peak.Load(); p != 3 {
 		t.Fatalf("%d keys warmed at once, cap 3", p)
 	}
 
