@@ -12,7 +12,9 @@ import (
 // The fleet's hot set: one hot set in the shared tier, under the Shield's
 // namespace, sealed with the fleet secret like every value there. Each
 // instance merges its own into it (PublishHotSet); a new instance reads it
-// to fill its cache from the tier's values (Prewarm with FromFleet).
+// to fill its cache from the tier's values (Prewarm with FromFleet). Its
+// key and life in the tier (FleetKey, FleetTTL) and the merge are
+// internal/hotset's.
 
 // PublishHotSet merges the Shield's hot set (see SaveHotSet) into the
 // fleet's hot set in the shared tier: statements and keys are matched by
