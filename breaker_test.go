@@ -2,7 +2,6 @@ package sqlflight
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/sqlflight/sqlflight/internal/guard"
 )
 
 // flaky is a parent whose queries and execs fail with err while it is set.
@@ -179,57 +177,6 @@ func TestSemaphoreShedsWithoutTouchingTheDatabase(t *testing.T) {
 	}
 	if s.Stats().BreakerState != "closed" {
 		t.Error("shedding opened the breaker")
-	}
-}
-
-func TestUnavailableClassification(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{nil, false},
-		{sql.ErrNoRows, false},
-		{context.Canceled, false},
-		{context.DeadlineExceeded, false},
-		{fmt.Errorf("%w (%w)", ErrOriginTimeout, context.DeadlineExceeded), true},
-		{&pgconn.PgError{Code: "23505"}, false},
-		{&pgconn.PgError{Code: "42P01"}, false},
-		{&pgconn.PgError{Code: "08006"}, true},
-		{&pgconn.PgError{Code: "53300"}, true},
-		{&pgconn.PgError{Code: "57P01"}, true},
-		{&pgconn.PgError{Code: "57P03"}, true},
-		{&pgconn.PgError{Code: "57014"}, false}, // query_canceled
-		{&pgconn.PgError{Code: "58030"}, true},
-		{driver.ErrBadConn, true},
-		{&pgconn.ConnectError{}, true},
-	} {
-		if got := unavailable(tc.err); got != tc.want {
-			t.Errorf("unavailable(%v) = %v", tc.err, got)
-		}
-	}
-}
-
-func TestBreakerVerdict(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want guard.Outcome
-	}{
-		{nil, guard.Healthy},
-		{sql.ErrNoRows, guard.Healthy},
-		{&pgconn.PgError{Code: "23505"}, guard.Healthy},
-		{errors.New("boom"), guard.Healthy},
-		{errNotRun, guard.Neutral},
-		{errDeadSession, guard.Neutral}, // although it wraps driver.ErrBadConn
-		{context.Canceled, guard.Neutral},
-		{fmt.Errorf("query: %w", context.DeadlineExceeded), guard.Neutral},
-		{fmt.Errorf("%w (%w)", ErrOriginTimeout, context.DeadlineExceeded), guard.Unavailable},
-		{&pgconn.PgError{Code: "57P01"}, guard.Unavailable},
-		{driver.ErrBadConn, guard.Unavailable},
-		{&connectFailure{err: context.DeadlineExceeded}, guard.Unavailable},
-	} {
-		if got := breakerVerdict(tc.err); got != tc.want {
-			t.Errorf("breakerVerdict(%v) = %v, want %v", tc.err, got, tc.want)
-		}
 	}
 }
 

@@ -31,9 +31,11 @@ type entry struct {
 	hard   time.Time // served stale (and refreshed) until here (the filler's policy)
 	last   time.Time // served when the origin fails (stale-if-error) until here; gone after
 	jitter float64   // the entry's jitter draw in [-1, 1], scaled by each reader's fraction
-	// by: what of its filler's policy soft, hard and last follow from
-	// (judge: a reader under the same gets them as they are).
-	by deadlinePolicy
+	// by: the windows of its filler's policy soft, hard and last follow
+	// from, when stamped (judge: a reader under the same gets them as they
+	// are).
+	by      fresh.Windows
+	stamped bool
 	// slot is the store's bookkeeping of the entry (l1.Slot).
 	slot  l1.Slot
 	delta time.Duration
@@ -83,7 +85,14 @@ func (s *Shield) cache() *store {
 	if st.Ready() {
 		return st
 	}
-	ok, err := st.Open(l1.Config[*entry]{MaxBytes: s.opts.MaxBytes, NegMaxBytes: s.opts.NegMaxBytes, Prepare: drawJitter})
+	// An entry the store takes gets its jitter draw, unless it has one
+	// (the entry's own, from then on).
+	ok, err := st.Open(l1.Config[*entry]{MaxBytes: s.opts.MaxBytes, NegMaxBytes: s.opts.NegMaxBytes,
+		Prepare: func(e *entry) {
+			if e.jitter == 0 && !e.stamped {
+				e.jitter = fresh.Draw()
+			}
+		}})
 	if err != nil {
 		s.log.Error("sqlflight: result cache disabled", "error", err)
 	}
@@ -93,14 +102,6 @@ func (s *Shield) cache() *store {
 	return st
 }
 
-// drawJitter gives an entry the store takes its jitter draw, unless it has
-// one (the entry's own, from then on).
-func drawJitter(e *entry) {
-	if e.jitter == 0 && !e.by.set {
-		e.jitter = fresh.Draw()
-	}
-}
-
 // Close releases the result cache's goroutines and memory, and stops the
 // live page's sampling (Handler). Queries through the Shield keep working,
 // uncached, after Close. Close does not close any *sql.DB.
@@ -108,10 +109,7 @@ func (s *Shield) Close() error {
 	s.closeFeeds()
 	s.load.Close()
 	if ts := s.tier; ts != nil {
-		if ts.stop != nil {
-			ts.stop() // stops hearing other instances (idempotent)
-		}
-		ts.close()
+		ts.Close() // stops hearing other instances (idempotent)
 	}
 	if s.tierRelease != nil {
 		s.tierRelease() // a tier opened from a DSN closes with its last Shield; others are the caller's
@@ -149,34 +147,16 @@ func (s *Shield) InvalidateAll() {
 // entry lives (HTTP caches judge a stored response by the request's own
 // max-age alike).
 func (s *Shield) judge(e *entry, p Policy) fresh.Deadlines {
-	if e.by.set && e.by == deadlinesOf(p) {
-		// deadlinesAt(e.filled, p, e.empty, e.jitter), as fill computed them.
+	w := s.windows(p)
+	if e.stamped && e.by == w {
+		// As fill computed them.
 		return fresh.Deadlines{Soft: e.soft, Hard: e.hard, Last: e.last}
 	}
-	soft, hard, last := s.deadlinesAt(e.filled, p, e.empty, e.jitter)
-	return fresh.Deadlines{Soft: soft, Hard: hard, Last: last}.Within(e.last)
+	return fresh.At(e.filled, w, e.empty, e.jitter).Within(e.last)
 }
 
-// deadlines returns the soft and hard deadlines and the stale-if-error
-// limit of an entry filled now under p, spread by a fresh jitter draw.
-func (s *Shield) deadlines(now time.Time, p Policy, empty bool) (soft, hard, last time.Time) {
-	return s.deadlinesAt(now, p, empty, fresh.Draw())
-}
-
-// deadlinePolicy is what of a policy deadlinesAt reads.
-type deadlinePolicy struct {
-	soft, hard, neg time.Duration
-	jitter          float64
-	set             bool
-}
-
-func deadlinesOf(p Policy) deadlinePolicy {
-	return deadlinePolicy{soft: p.Soft, hard: p.Hard, neg: p.Neg, jitter: p.Jitter, set: true}
-}
-
-// deadlinesAt returns the deadlines of an entry filled at filled under p
-// (and Options.MaxStale) whose jitter draw is u (fresh.At).
-func (s *Shield) deadlinesAt(filled time.Time, p Policy, empty bool, u float64) (soft, hard, last time.Time) {
-	d := fresh.At(filled, fresh.Windows{Soft: p.Soft, Hard: p.Hard, Neg: p.Neg, Jitter: p.Jitter, MaxStale: s.opts.MaxStale}, empty, u)
-	return d.Soft, d.Hard, d.Last
+// windows returns what of p, under Options.MaxStale, an entry's deadlines
+// follow from (fresh.At).
+func (s *Shield) windows(p Policy) fresh.Windows {
+	return fresh.Windows{Soft: p.Soft, Hard: p.Hard, Neg: p.Neg, Jitter: p.Jitter, MaxStale: s.opts.MaxStale}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -267,14 +266,14 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
-			t, err := s.enter(ctx, c.sc)
+			t, err := c.sc.guard.Enter(ctx)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
-					s.exit(t, errNotRun)
+					t.Exit(errNotRun)
 				}
 			}
 			if err != nil {
-				s.releaseLease(rd) // another instance may query instead
+				s.tier.Release(rd.l2, &rd.lease) // another instance may query instead
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
@@ -331,11 +330,11 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 // passGuarded runs a read that left its flight on the caller's own
 // connection, through the guard like an origin query.
 func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
-	t, err := s.slot(ctx, rd.c.sc)
+	t, err := rd.c.sc.guard.Slot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer t.slot.Release()
+	defer t.Release()
 	return rd.c.pass(ctx, rd.query, &fate{r: rd.r, a: rd.a, v: rd.v, args: rd.args}, rd.run, rd.args) // it consults the breaker itself
 }
 
@@ -398,13 +397,13 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if !ok {
 		return
 	}
-	t, ok := s.enterBackground(rd.c.sc)
+	t, ok := rd.c.sc.guard.Background()
 	if !ok {
 		return // the stale entry serves on; a later hit tries again
 	}
 	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, e)
 	if !ok {
-		s.exit(t, errNotRun)
+		t.Exit(errNotRun)
 		return
 	}
 	s.stats.refreshes.Add(1)
@@ -503,7 +502,7 @@ func (l *poolLink) conn(ctx context.Context) (driver.Conn, error) {
 
 func (l *poolLink) release(broken bool) {
 	if l.rc != nil {
-		l.sc.spare.put(l.rc, broken, l.s)
+		l.sc.spare.Put(l.rc, broken)
 	}
 }
 
@@ -568,16 +567,16 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			// The leader's rows go on reading from its real connection.
 			lc := l.leader()
 			lc.openRows.Add(1)
-			handoff.release = func() {
+			handoff.Release = func() {
 				cancel(nil)
 				lc.openRows.Add(-1)
 			}
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {
-			s.exit(t, errNotRun)
+			t.Exit(errNotRun)
 		} else {
-			s.exit(t, err) // the breaker knows before any waiter does
+			t.Exit(err) // the breaker knows before any waiter does
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
@@ -598,7 +597,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 	}
 	rc, err := l.conn(ctx)
-	if lc := l.leader(); err == nil && t.probe && lc != nil {
+	if lc := l.leader(); err == nil && t.Probe() && lc != nil {
 		rc, err = lc.forProbe(ctx, rc, false, l.conn)
 	}
 	if err == nil {
@@ -638,9 +637,9 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 	now := s.opts.Clock.Now()
 	e := &entry{key: rd.key, res: res, empty: res.Empty(), filled: now, delta: delta, seq: f.Seq(), tables: rd.tables,
 		known: rd.known, version: rd.version}
-	e.jitter = fresh.Draw()
-	e.soft, e.hard, e.last = s.deadlinesAt(now, rd.plan.pol, e.empty, e.jitter)
-	e.by = deadlinesOf(rd.plan.pol)
+	e.jitter, e.by, e.stamped = fresh.Draw(), s.windows(rd.plan.pol), true
+	d := fresh.At(now, e.by, e.empty, e.jitter)
+	e.soft, e.hard, e.last = d.Soft, d.Hard, d.Last
 	if st.Put(e, now) {
 		s.stats.fills.Add(1)
 	}
@@ -656,7 +655,7 @@ func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
 	if handoff != nil {
 		s.stats.tooLarge.Add(1)
 		s.tooLarge.Put(f.Key(), f.Data.lim, time.Now(), tooLargeMemory, nil)
-		h = mirrorRows(handoff, handoff.cur.Result().Mask)
+		h = mirrorRows(handoff, handoff.Mask())
 	}
 	s.flights.Finish(f, res, err, h)
 }
@@ -754,7 +753,7 @@ func (s *Shield) startWrite(w write) bool {
 	s.stats.invalidations.Add(1)
 	s.writes.Note(w.tables, w.known, w.rows)
 	if ts := s.tier; ts != nil {
-		ts.begin(writeKeys(w))
+		ts.BeginWrite(w.tables, w.known, w.rows)
 	}
 	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	return true
@@ -763,7 +762,7 @@ func (s *Shield) startWrite(w write) bool {
 // publishWrite tells the fleet about w, started by startWrite.
 func (s *Shield) publishWrite(w write) {
 	if ts := s.tier; ts != nil {
-		ts.publish(writeKeys(w), w)
+		ts.PublishWrite(w.tables, w.known, w.rows)
 	}
 }
 
@@ -777,17 +776,4 @@ func (s *Shield) finishWrite(w write) {
 	}
 	s.epochs.BumpRows(w.tables, w.known, w.rows)
 	s.publishWrite(w)
-}
-
-// writeKeys are the epoch keys a write marks in the tier: its tables and
-// the tables of its row writes (nil: every table).
-func writeKeys(w write) []string {
-	all := w.tables
-	if len(w.rows) > 0 {
-		all = slices.Clone(w.tables)
-		for _, rw := range w.rows {
-			all = append(all, rw.Table)
-		}
-	}
-	return epochKeys(all, w.known)
 }

@@ -147,7 +147,7 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 			// connection (pgx pings one idle for over a second).
 			if r, ok := rc.(driver.SessionResetter); ok {
 				if err := r.ResetSession(ctx); err != nil {
-					c.sc.spare.closeReal(rc, c.s)
+					c.sc.spare.Close(rc)
 					if errors.Is(err, driver.ErrBadConn) && ctx.Err() == nil {
 						continue
 					}
@@ -171,7 +171,7 @@ func (c *conn) openReal(ctx context.Context) (rc driver.Conn, reused bool, err e
 }
 
 func (c *conn) closeReal(rc driver.Conn) error {
-	c.sc.spare.closeReal(rc, c.s)
+	c.sc.spare.Close(rc)
 	return nil
 }
 
@@ -264,7 +264,7 @@ func (c *conn) giveBack(broken bool) {
 	}
 	c.mu.Unlock()
 	if spare != nil {
-		c.sc.spare.put(spare, false, c.s)
+		c.sc.spare.Put(spare, false)
 	}
 	if park != nil {
 		park()
@@ -286,7 +286,7 @@ func (c *conn) Close() error {
 	c.real = nil
 	c.mu.Unlock()
 	if last {
-		c.sc.spare.closeAll(c.s) // the pool is gone or idle: no spare outlives it
+		c.sc.spare.CloseIdle() // the pool is gone or idle: no spare outlives it
 		if f := c.sc.feed.Load(); f != nil {
 			go f.PauseIfIdle() // nor its feed (the next Connect resumes it)
 		}
@@ -294,7 +294,7 @@ func (c *conn) Close() error {
 	switch {
 	case rc == nil:
 	case c.swappable() && !last:
-		c.sc.spare.put(rc, false, c.s) // a clean session: another may use it
+		c.sc.spare.Put(rc, false) // a clean session: another may use it
 	default:
 		_ = c.closeReal(rc)
 	}
@@ -337,10 +337,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
-	defer func() { c.sc.guard.br.Record(probe, err) }()
+	defer func() { c.sc.guard.Breaker.Record(probe, err) }()
 	var ptx driver.Tx
 	if bt, ok := rc.(driver.ConnBeginTx); ok {
 		ptx, err = bt.BeginTx(ctx, opts)
@@ -490,11 +490,11 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
 	res, err := execOn(ctx, rc, query, args)
-	c.sc.guard.br.Record(probe, err)
+	c.sc.guard.Breaker.Record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
 	}
@@ -541,7 +541,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 		rc, err = c.forProbe(ctx, rc, true, c.use)
 	}
 	if err != nil {
-		c.sc.guard.br.Record(probe, err)
+		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
 	var rows driver.Rows
@@ -550,7 +550,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	} else {
 		rows, err = run(ctx, rc, args)
 	}
-	c.sc.guard.br.Record(probe, err)
+	c.sc.guard.Breaker.Record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err
 	}

@@ -210,7 +210,8 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	if len(params) > 0 {
 		o := d.s.opts
 		tier := d.s.tierImpl
-		if err := dsnMayNotWeaken(&o, tier != nil, params); err != nil {
+		if err := dsnparam.MayNotWeaken(dsnparam.Code{SharedSecret: o.SharedSecret != "",
+			SharedEncrypt: o.SharedEncrypt, FeedDSN: o.FeedDSN != "", Tier: tier != nil}, params); err != nil {
 			return nil, err
 		}
 		target, shared := params["shared"]
@@ -220,7 +221,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		}
 		var release func()
 		if shared {
-			if tier, release, err = openTier(target); err != nil {
+			if tier, release, err = tierOpeners.Open(target); err != nil {
 				return nil, fmt.Errorf("%w: %sshared=%s: %s", ErrBadDSN, dsnPrefix, dsnparam.RedactURL(target), dsnparam.RedactIn(strings.TrimPrefix(err.Error(), errPrefix), target))
 			}
 		}

@@ -33,17 +33,17 @@ func applyDSN(o *Options, params map[string]string) error {
 		case "max_result_bytes":
 			o.MaxResultBytes, err = annotation.Bytes(v)
 		case "max_result_rows":
-			o.MaxResultRows, err = positiveInt(v)
+			o.MaxResultRows, err = dsnparam.PositiveInt(v)
 		case "max_conns":
-			o.MaxConns, err = positiveInt(v)
+			o.MaxConns, err = dsnparam.PositiveInt(v)
 		case "max_inflight":
-			o.MaxInflight, err = positiveInt(v)
+			o.MaxInflight, err = dsnparam.PositiveInt(v)
 		case "max_refreshes":
-			o.MaxRefreshes, err = positiveInt(v)
+			o.MaxRefreshes, err = dsnparam.PositiveInt(v)
 		case "breaker_failures":
-			o.BreakerFailures, err = positiveInt(v)
+			o.BreakerFailures, err = dsnparam.PositiveInt(v)
 		case "breaker_probes":
-			o.BreakerProbes, err = positiveInt(v)
+			o.BreakerProbes, err = dsnparam.PositiveInt(v)
 		case "origin_timeout":
 			o.OriginTimeout, err = annotation.Duration(v)
 		case "queue_timeout":
@@ -91,29 +91,11 @@ func applyDSN(o *Options, params map[string]string) error {
 				o.Default = Policy(a.Merge(annotation.Fields(o.Default)))
 			}
 		default:
-			return fmt.Errorf("%w: unknown parameter %s%s", ErrBadDSN, dsnPrefix, k)
+			return dsnparam.Unknown(k)
 		}
 		if err != nil {
-			return badParam(k, v, err)
+			return dsnparam.Malformed(k, v, err)
 		}
 	}
 	return nil
-}
-
-func positiveInt(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err == nil && n <= 0 {
-		err = errors.New("must be positive")
-	}
-	return n, err
-}
-
-// badParam is the error of a malformed DSN parameter k=v. It shows the
-// value, unless the parameter's name speaks of a secret: then neither the
-// value nor err (which may quote it) is shown.
-func badParam(k, v string, err error) error {
-	if dsnparam.Secret(k) {
-		return fmt.Errorf("%w: %s%s: malformed (the value is not shown)", ErrBadDSN, dsnPrefix, k)
-	}
-	return wrapf("%w: %s%s=%s: %v", ErrBadDSN, dsnPrefix, k, v, err)
 }

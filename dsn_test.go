@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/dsnparam"
 )
 
 // dsnDriver records the DSNs its Open receives.
@@ -97,12 +99,12 @@ func TestBadSharedURLHidesPassword(t *testing.T) {
 // speaks of a secret or a password is named, its value never shown.
 func TestSecretParameterValuesAreNotShown(t *testing.T) {
 	for _, k := range []string{"shared_secret", "shared_secret_previous", "redis_password", "Shared_Secret"} {
-		err := badParam(k, "hunter2-value", errors.New(`invalid byte "hunter2-value"`))
+		err := dsnparam.Malformed(k, "hunter2-value", errors.New(`invalid byte "hunter2-value"`))
 		if !errors.Is(err, ErrBadDSN) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s: %v", k, err)
 		}
 	}
-	if err := badParam("max_bytes", "lots", errors.New("not a size")); !strings.Contains(err.Error(), "max_bytes=lots") {
+	if err := dsnparam.Malformed("max_bytes", "lots", errors.New("not a size")); !strings.Contains(err.Error(), "max_bytes=lots") {
 		t.Errorf("an ordinary parameter's value is not shown: %v", err)
 	}
 	var o Options

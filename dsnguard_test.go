@@ -137,7 +137,7 @@ func TestFeedDSNParameter(t *testing.T) {
 		t.Fatalf("a repeated feed_dsn: %v", err)
 	}
 	code := Options{FeedDSN: feed}
-	err = dsnMayNotWeaken(&code, false, map[string]string{"feed_dsn": "postgres://other@h/app"})
+	err = dsnparam.MayNotWeaken(dsnparam.Code{SharedSecret: code.SharedSecret != "", SharedEncrypt: code.SharedEncrypt, FeedDSN: code.FeedDSN != ""}, map[string]string{"feed_dsn": "postgres://other@h/app"})
 	if !errors.Is(err, ErrBadDSN) || !strings.Contains(err.Error(), "feed_dsn") {
 		t.Fatalf("a DSN replacing the code's FeedDSN: %v", err)
 	}

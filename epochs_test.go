@@ -47,7 +47,7 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 					inv.Tables = []string{"orders", "lines"}[:1+i%2]
 				}
 				before := s.epochs.Now()
-				s.onInvalidation(inv)
+				s.tier.Hear(inv)
 				// The message's number is above before: the epochs it
 				// stamped must be too.
 				switch {
@@ -76,7 +76,7 @@ func TestInvalidationMessagesOnlyMoveEpochsForward(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	watch.Wait()
-	if got := s.tier.stats.received.Load(); got == 0 {
+	if got := s.tier.Stats.Received.Load(); got == 0 {
 		t.Error("no message was applied")
 	}
 }

@@ -185,9 +185,9 @@ func (h *feedHost) Stream(ctx context.Context, sink feed.Sink) error {
 func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (feed.Lease, bool, error) {
 	ts := h.s.tier
 	var lease Lease
-	err := ts.call(ctx, func(c context.Context) error {
+	err := ts.Call(ctx, func(c context.Context) error {
 		var err error
-		lease, err = ts.t.Acquire(c, ts.ns, key, ttl)
+		lease, err = ts.T.Acquire(c, ts.NS, key, ttl)
 		return err
 	})
 	return feed.Lease{Token: lease.Token, Version: lease.Version}, err == nil && lease.Held, err
@@ -200,9 +200,9 @@ func tierLease(l feed.Lease) Lease { return Lease{Held: true, Token: l.Token, Ve
 func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time.Duration) (bool, error) {
 	ts := h.s.tier
 	var held bool
-	err := ts.call(ctx, func(c context.Context) error {
+	err := ts.Call(ctx, func(c context.Context) error {
 		var err error
-		held, err = ts.t.Renew(c, ts.ns, key, tierLease(l), ttl)
+		held, err = ts.T.Renew(c, ts.NS, key, tierLease(l), ttl)
 		return err
 	})
 	return held, err
@@ -212,8 +212,8 @@ func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time
 // tier.
 func (h *feedHost) Release(ctx context.Context, key string, l feed.Lease) error {
 	ts := h.s.tier
-	return ts.call(ctx, func(c context.Context) error {
-		return ts.t.Release(c, ts.ns, key, tierLease(l))
+	return ts.Call(ctx, func(c context.Context) error {
+		return ts.T.Release(c, ts.NS, key, tierLease(l))
 	})
 }
 

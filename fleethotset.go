@@ -2,11 +2,8 @@ package sqlflight
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/seal"
@@ -15,18 +12,9 @@ import (
 // The fleet's hot set: one hot set in the shared tier, under the Shield's
 // namespace, sealed with the fleet secret like every value there. Each
 // instance merges its own into it (PublishHotSet); a new instance reads it
-// to fill its cache from the tier's values (Prewarm with FromFleet).
-
-// fleetHotSetTTL is how long the fleet's hot set lives in the tier after
-// its last publication.
-const fleetHotSetTTL = 24 * time.Hour
-
-// fleetHotSetKey is the tier key of the fleet's hot set: a digest, like
-// every key there.
-var fleetHotSetKey = func() string {
-	sum := sha256.Sum256([]byte("sqlflight/hotset/1"))
-	return hex.EncodeToString(sum[:16])
-}()
+// to fill its cache from the tier's values (Prewarm with FromFleet). Its
+// key and life in the tier (FleetKey, FleetTTL) and the merge are
+// internal/hotset's.
 
 // PublishHotSet merges the Shield's hot set (see SaveHotSet) into the
 // fleet's hot set in the shared tier: statements and keys are matched by
@@ -42,7 +30,7 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 	if ts == nil {
 		return fmt.Errorf("%w: PublishHotSet", ErrNoSharedTier)
 	}
-	own := s.hotSet(hotset.DefaultStatements, hotKeyCapacity)
+	own := hotset.Build(&s.statements, s.opts.Clock.Now(), hotset.DefaultStatements, hotKeyCapacity)
 	fleet, err := s.fleetHotSet(ctx, hotset.MaxStatements, hotKeyCapacity)
 	if err != nil {
 		return err
@@ -52,17 +40,17 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return ts.call(ctx, func(ctx context.Context) error {
-		seq, err := ts.t.NextSeq(ctx, ts.ns)
+	return ts.Call(ctx, func(ctx context.Context) error {
+		seq, err := ts.T.NextSeq(ctx, ts.NS)
 		if err != nil {
 			return err
 		}
 		// Always encrypted, whatever SharedEncrypt says: the hot set holds
 		// the arguments of the hottest keys (often session tokens).
-		ring := *ts.ring
+		ring := *ts.Ring
 		ring.Encrypt = true
-		data := ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.ns, fleetHotSetKey, seq)
-		_, err = ts.t.Store(ctx, ts.ns, fleetHotSetKey, data, seq, fleetHotSetTTL)
+		data := ring.SealValue(append(make([]byte, seal.Prefix, seal.Prefix+len(body)), body...), ts.NS, hotset.FleetKey, seq)
+		_, err = ts.T.Store(ctx, ts.NS, hotset.FleetKey, data, seq, hotset.FleetTTL)
 		return err
 	})
 }
@@ -74,9 +62,9 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 	ts := s.tier
 	empty := &hotset.Set{Format: hotset.Format, Version: hotset.Version}
 	var v SharedValue
-	if err := ts.call(ctx, func(ctx context.Context) error {
+	if err := ts.Call(ctx, func(ctx context.Context) error {
 		var err error
-		v, err = ts.t.Fetch(ctx, ts.ns, fleetHotSetKey, nil)
+		v, err = ts.T.Fetch(ctx, ts.NS, hotset.FleetKey, nil)
 		return err
 	}); err != nil {
 		return nil, err
@@ -84,18 +72,15 @@ func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error)
 	if v.Data == nil {
 		return empty, nil
 	}
-	body, err := ts.ring.OpenValue(v.Data, ts.ns, fleetHotSetKey, v.Version)
-	if err == nil && len(body) > hotset.MaxBytes {
-		err = fmt.Errorf("%w: over %d bytes", ErrBadHotSet, hotset.MaxBytes)
-	}
+	body, err := ts.Ring.OpenValue(v.Data, ts.NS, hotset.FleetKey, v.Version)
 	var hs *hotset.Set
 	if err == nil {
-		hs, err = hotset.Parse(body, n, m, hotSetLimits)
+		hs, err = hotset.Parse(body, n, m, hotset.Kept)
 	}
 	if err != nil {
-		ts.stats.decodeErrors.Add(1)
+		ts.Stats.DecodeErrors.Add(1)
 		if err == seal.ErrForged {
-			ts.stats.forged.Add(1)
+			ts.Stats.Forged.Add(1)
 		}
 		s.warned.Warn(s.log, "hotset", "", "sqlflight: the fleet's hot set in the shared tier cannot be read; ignored", errText.Attr(err))
 		return empty, nil

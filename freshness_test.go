@@ -299,10 +299,11 @@ func TestJudgeUnderTheFillersPolicy(t *testing.T) {
 			p := Policy{Soft: time.Duration(rand.Int64N(int64(time.Minute))), Hard: time.Duration(rand.Int64N(int64(2 * time.Minute))),
 				Neg: time.Duration(rand.Int64N(int64(time.Minute))) * time.Duration(i%2), Jitter: []float64{0, -1, 0.25, 0.5}[i%4]}
 			e := &entry{filled: filled, empty: i%3 == 0, jitter: fresh.Draw()}
-			e.soft, e.hard, e.last = s.deadlinesAt(filled, p, e.empty, e.jitter)
-			e.by = deadlinesOf(p)
+			d := fresh.At(filled, s.windows(p), e.empty, e.jitter)
+			e.soft, e.hard, e.last = d.Soft, d.Hard, d.Last
+			e.by, e.stamped = s.windows(p), true
 			fast := s.judge(e, p)
-			e.by = deadlinePolicy{}
+			e.stamped = false
 			if slow := s.judge(e, p); fast != slow {
 				t.Fatalf("policy %+v, entry empty=%v jitter %v: judged %+v under the filler's policy, %+v afresh", p, e.empty, e.jitter, fast, slow)
 			}

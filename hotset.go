@@ -2,22 +2,15 @@ package sqlflight
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
-	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
 // The hot set: the hottest keys of the statements a Shield caches, saved
 // so that a new instance can warm its cache before it takes traffic
-// (prewarm.go). Its file format, the seal and the typed arguments are
-// internal/hotset's.
-
-// hotSetLimits are what a hot set read from a file or the fleet keeps:
-// what SaveHotSet writes (texts of 16 KiB, the hot keys a statement keeps,
-// arguments in 1 KiB).
-var hotSetLimits = hotset.Limits{Text: maxWarmText, Keys: hotKeyCapacity, ArgBytes: maxWarmArgs}
+// (prewarm.go). Its file format, the seal, the typed arguments and its
+// building from the statement statistics are internal/hotset's.
 
 // ErrBadHotSet is wrapped by the error of Prewarm when its hot set cannot
 // be read: not JSON, another format or version, or over its bounds.
@@ -50,11 +43,11 @@ var ErrHotSetUnsealed = hotset.ErrUnsealed
 // is set. A secret shorter than MinSharedSecret is an error wrapping
 // ErrNoSharedSecret, and nothing is written.
 func (s *Shield) SaveHotSet(w io.Writer) error {
-	keys, err := hotSetKeys(&s.opts)
+	keys, err := hotset.SealKeys(s.opts.SharedSecret, s.opts.SharedPreviousSecret, MinSharedSecret, ErrNoSharedSecret)
 	if err != nil {
 		return err
 	}
-	hs := s.hotSet(hotset.DefaultStatements, hotKeyCapacity)
+	hs := hotset.Build(&s.statements, s.opts.Clock.Now(), hotset.DefaultStatements, hotKeyCapacity)
 	if len(keys) == 0 {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", " ")
@@ -62,51 +55,4 @@ func (s *Shield) SaveHotSet(w io.Writer) error {
 	}
 	_, err = w.Write(hotset.Seal(hs, keys[0]))
 	return err
-}
-
-// hotSetKeys returns the hot set keys of o's secrets, the current one
-// first (it seals) and then the previous one (it only verifies): none
-// without a secret, or an error wrapping ErrNoSharedSecret for a secret
-// shorter than MinSharedSecret.
-func hotSetKeys(o *Options) ([][]byte, error) {
-	switch {
-	case o.SharedSecret == "":
-		return nil, nil
-	case len(o.SharedSecret) < MinSharedSecret:
-		return nil, fmt.Errorf("%w: SharedSecret is shorter than %d bytes: the hot set cannot be sealed", ErrNoSharedSecret, MinSharedSecret)
-	case o.SharedPreviousSecret != "" && len(o.SharedPreviousSecret) < MinSharedSecret:
-		return nil, fmt.Errorf("%w: SharedPreviousSecret is shorter than %d bytes", ErrNoSharedSecret, MinSharedSecret)
-	}
-	keys := [][]byte{hotset.SealKey(o.SharedSecret)}
-	if o.SharedPreviousSecret != "" && o.SharedPreviousSecret != o.SharedSecret {
-		keys = append(keys, hotset.SealKey(o.SharedPreviousSecret))
-	}
-	return keys, nil
-}
-
-// hotSet returns the Shield's hot set: at most n statements of at most m
-// keys each.
-func (s *Shield) hotSet(n, m int) *hotset.Set {
-	hs := &hotset.Set{Format: hotset.Format, Version: hotset.Version, Saved: s.opts.Clock.Now().UTC(), Statements: []hotset.Statement{}}
-	for _, st := range s.statements.Snapshot() {
-		if len(hs.Statements) >= n {
-			break
-		}
-		p := st.Plan()
-		if st.WarmText() == "" || p == nil || p.Reason != "" || !p.Cache {
-			continue
-		}
-		hst := hotset.Statement{Fingerprint: st.Fingerprint(), Text: st.WarmText(), Policy: p.Policy(), Calls: st.Calls()}
-		for _, k := range st.HotKeys() {
-			raw, warm := stats.WarmArgs(k)
-			if !warm || len(hst.Keys) >= m {
-				continue
-			}
-			hst.Keys = append(hst.Keys, hotset.KeyArgs{Calls: k.Calls, Args: hotset.EncodeArgs(raw), Raw: raw})
-		}
-		if len(hst.Keys) > 0 {
-			hs.Statements = append(hs.Statements, hst)
-		}
-	}
-	return hs
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/identity"
 )
 
@@ -78,7 +79,7 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 				// Not the caller's giving up: a refused port, or a server
 				// that accepted and never answered within connect_timeout
 				// or the caller's deadline, is the database's failure.
-				err = &connectFailure{err: err}
+				err = &guard.ConnectFailure{Err: err}
 			}
 			return nil, err
 		}

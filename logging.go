@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 	"github.com/sqlflight/sqlflight/internal/wire"
 )
 
@@ -17,6 +18,6 @@ import (
 // data: the description of an error that wraps one of them.
 var errText = errtext.Describer{Known: []error{
 	ErrOriginTimeout, ErrOriginPanicked, ErrOverloaded, ErrCircuitOpen, ErrBadAnnotation, ErrBadDSN,
-	errWaitExpired, errLeasedElsewhere, errSharedFormat, errUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
+	errWaitExpired, errLeasedElsewhere, shared.ErrFormat, shared.ErrUnknownScanType, wire.ErrCorrupt, wire.ErrVersion,
 	ErrNoSharedSecret, seal.ErrForged, seal.ErrFormat,
 }}

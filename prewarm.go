@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,12 +139,42 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 	if opts.FromFleet && s.tier == nil {
 		return rep, fmt.Errorf("%w: Prewarm FromFleet", ErrNoSharedTier)
 	}
-	n, m := boundOr(opts.MaxStatements, hotset.DefaultStatements, hotset.MaxStatements), boundOr(opts.MaxKeys, hotKeyCapacity, hotKeyCapacity)
-	hs, source, err := s.prewarmSource(ctx, opts, n, m)
+	n, m := hotset.Bound(opts.MaxStatements, hotset.DefaultStatements, hotset.MaxStatements), hotset.Bound(opts.MaxKeys, hotKeyCapacity, hotKeyCapacity)
+	var hs *hotset.Set
+	source := "statistics"
+	switch {
+	case opts.From != nil:
+		source = "snapshot"
+		keys, err := hotset.SealKeys(s.opts.SharedSecret, s.opts.SharedPreviousSecret, MinSharedSecret, ErrNoSharedSecret)
+		if err != nil && !opts.TrustFile {
+			return rep, fmt.Errorf("%w: %w", ErrHotSetUnsealed, err)
+		}
+		if hs, err = hotset.Read(opts.From, keys, opts.TrustFile, n, m, hotset.Kept); err != nil {
+			return rep, err
+		}
+	case opts.FromFleet:
+		source = "fleet"
+		var err error
+		if hs, err = s.fleetHotSet(ctx, n, m); err != nil {
+			return rep, err
+		}
+	default:
+		hs = hotset.Build(&s.statements, s.opts.Clock.Now(), n, m)
+	}
+	// The scope of the DB's connections.
+	dc, err := opts.DB.Conn(ctx)
 	if err != nil {
 		return rep, err
 	}
-	sc, err := scopeOfDB(ctx, opts.DB)
+	var sc *scope
+	err = dc.Raw(func(d any) error {
+		if cb, ok := d.(connBase); ok {
+			sc = cb.virtual().sc
+			return nil
+		}
+		return errNotThisShield
+	})
+	dc.Close()
 	if err != nil {
 		return rep, err
 	}
@@ -153,325 +182,141 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 	if st == nil {
 		return rep, errors.New("sqlflight: Prewarm: the cache is closed")
 	}
-	w := &warmer{s: s, c: &conn{s: s, sc: sc}, st: st, fleet: opts.FromFleet,
-		trusted: source == "statistics" || opts.TrustAnnotations, bounded: source != "statistics", onlySeen: opts.OnlySeen}
-	keys := 0
-	for _, hst := range hs.Statements {
-		keys += len(hst.Keys)
+	c := &conn{s: s, sc: sc}
+	w := &hotset.Warmer[*fate]{Target: &warmTarget{s: s, c: c, st: st, fleet: opts.FromFleet, bounded: source != "statistics"},
+		Scan: c.scan, Trusted: source == "statistics" || opts.TrustAnnotations,
+		Counters: hotset.Counters{Replayed: &s.stats.prewarmReplayed, Loaded: &s.stats.prewarmLoaded,
+			Skipped: &s.stats.prewarmSkipped, Failed: &s.stats.prewarmFailed},
+		Log: s.log, Warn: func(kind, normalized, msg string, args ...any) { s.warned.Warn(s.log, kind, normalized, msg, args...) },
+		ErrAttr: errText.Attr, Source: source, Scope: sc.name()}
+	if opts.OnlySeen {
+		w.Seen = &s.statements
 	}
-	s.log.InfoContext(ctx, "sqlflight: pre-warming", "source", source, "statements", len(hs.Statements),
-		"keys", keys, "concurrency", boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10), "scope", sc.name())
-	begin := time.Now()
-	w.run(ctx, hs, boundOr(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10))
-	rep = w.report()
-	s.log.InfoContext(ctx, "sqlflight: pre-warm done", "replayed", rep.Replayed, "loaded", rep.Loaded,
-		"skipped", rep.Skipped, "failed", rep.Failed, "refused", rep.Refused, "took", time.Since(begin))
+	rep = PrewarmReport(w.Run(ctx, hs, hotset.Bound(opts.Concurrency, DefaultPrewarmConcurrency, 1<<10)))
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("sqlflight: Prewarm ended early: %w", err)
 	}
 	return rep, nil
 }
 
-// boundOr returns v, or def when v is not positive, at most max.
-func boundOr(v, def, max int) int {
-	if v <= 0 {
-		v = def
-	}
-	return min(v, max)
-}
-
-// prewarmSource reads the hot set opts names, and says which it is.
-func (s *Shield) prewarmSource(ctx context.Context, opts PrewarmOptions, n, m int) (*hotset.Set, string, error) {
-	switch {
-	case opts.From != nil:
-		keys, err := hotSetKeys(&s.opts)
-		if err != nil && !opts.TrustFile {
-			return nil, "snapshot", fmt.Errorf("%w: %w", ErrHotSetUnsealed, err)
-		}
-		hs, err := hotset.Read(opts.From, keys, opts.TrustFile, n, m, hotSetLimits)
-		return hs, "snapshot", err
-	case opts.FromFleet:
-		hs, err := s.fleetHotSet(ctx, n, m)
-		return hs, "fleet", err
-	}
-	return s.hotSet(n, m), "statistics", nil
-}
-
-// scopeOfDB returns the scope of db's connections.
-func scopeOfDB(ctx context.Context, db *sql.DB) (*scope, error) {
-	c, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	var sc *scope
-	err = c.Raw(func(dc any) error {
-		if cb, ok := dc.(connBase); ok {
-			sc = cb.virtual().sc
-			return nil
-		}
-		return errNotThisShield
-	})
-	return sc, err
-}
-
-// warmer runs one Prewarm: c is a clean virtual connection of the scope
-// that never reaches the database itself (it only judges statements).
-type warmer struct {
+// warmTarget is a Prewarm's side of its hotset.Warmer: c is a clean
+// virtual connection of the scope that never reaches the database itself
+// (it only judges statements), st the cache it fills.
+type warmTarget struct {
 	s       *Shield
 	c       *conn
 	st      *store
-	fleet   bool
-	trusted bool // the statements' annotations may vouch with pure=
+	fleet   bool // keys are filled from the shared tier's values only
 	bounded bool // a hot set's texts: their timeout= and limits are clamped to the Options'
-	// onlySeen refuses the statements the Shield's statistics do not know.
-	onlySeen bool
-
-	statements, refused                       atomic.Int64
-	replayed, loaded, skipped, failed, queued atomic.Int64
 }
 
-// warmKey is one key to replay.
-type warmKey struct {
-	r    *sqlscan.Result
-	text string
-	args []driver.NamedValue
-}
-
-// run judges the statements of hs one by one and replays their keys on
-// conc workers.
-func (w *warmer) run(ctx context.Context, hs *hotset.Set, conc int) {
-	jobs := make(chan warmKey)
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Go(func() {
-			for k := range jobs {
-				if ctx.Err() != nil {
-					w.skip()
-					continue
-				}
-				w.warm(ctx, k)
-			}
-		})
-	}
-	for _, hst := range hs.Statements {
-		r, ok := w.judge(ctx, hst)
-		if !ok {
-			continue
-		}
-		for _, k := range hst.Keys {
-			jobs <- warmKey{r: r, text: hst.Text, args: namedArgs(k.Raw)}
-		}
-	}
-	close(jobs)
-	wg.Wait()
-}
-
-// judge decides whether hst may be replayed: scanned again, it must be a
-// read the current Shield shares and caches (its first key's arguments
-// stand for the others; each key is judged again).
-func (w *warmer) judge(ctx context.Context, hst hotset.Statement) (*sqlscan.Result, bool) {
-	r := w.c.scan(hst.Text)
-	f, reason := w.fate(ctx, r, namedArgs(hst.Keys[0].Raw))
-	if reason == "" && !w.trusted && len(f.a.Pure) > 0 {
-		reason = "its annotation vouches for functions (pure=), which a hot set may not"
-	}
-	if reason == "" && w.onlySeen && w.s.statements.Lookup(r.Normalized) == nil {
-		reason = "this Shield has not seen the statement (OnlySeen)"
-	}
-	if reason != "" {
-		w.refused.Add(1)
-		w.s.stats.prewarmSkipped.Add(uint64(len(hst.Keys)))
-		w.s.log.InfoContext(ctx, "sqlflight: pre-warm refused a statement", "reason", reason,
-			"fingerprint", key.Fingerprint(r.Normalized), "keys", len(hst.Keys))
-		return nil, false
-	}
-	w.statements.Add(1)
-	return r, true
-}
-
-// fate judges r with args as a read sent now on a clean connection, and
-// returns why it may not be replayed ("" when it may).
-func (w *warmer) fate(ctx context.Context, r *sqlscan.Result, args []driver.NamedValue) (*fate, string) {
+// Judge judges r with args as a read sent now on a clean connection.
+func (t *warmTarget) Judge(ctx context.Context, r *sqlscan.Result, args []driver.NamedValue) hotset.Judgement[*fate] {
 	f := &fate{r: r, args: args}
+	j := hotset.Judgement[*fate]{Key: f}
 	annotated := false
 	if r.HasAnnotation {
 		a, err := annotation.Cached(r.Annotation)
 		if err != nil {
-			return f, bypassBadAnnotation
+			j.Refusal = bypassBadAnnotation
+			return j
 		}
 		f.a, annotated = a, true
 	}
-	w.s.decide(ctx, w.c, f, annotated, args, true)
-	if w.bounded {
-		w.s.clampToOptions(&f.plan.pol)
+	t.s.decide(ctx, t.c, f, annotated, args, true)
+	if t.bounded {
+		// Whatever the text says: timeout= within OriginTimeout, maxrows=
+		// and maxbytes= within MaxResultRows and MaxResultBytes.
+		pol, o := &f.plan.pol, &t.s.opts
+		b := hotset.Bounds{Timeout: pol.Timeout, MaxRows: pol.MaxRows, MaxBytes: pol.MaxBytes}.Clamp(
+			hotset.Bounds{Timeout: o.OriginTimeout, MaxRows: o.MaxResultRows, MaxBytes: o.MaxResultBytes})
+		pol.Timeout, pol.MaxRows, pol.MaxBytes = b.Timeout, b.MaxRows, b.MaxBytes
 	}
+	j.Pure, j.Name = len(f.a.Pure) > 0, f.plan.pol.Name
 	switch {
 	case !r.ReadOnly:
-		return f, bypassWrite
+		j.Refusal = bypassWrite
 	case f.reason != "":
-		return f, f.reason
+		j.Refusal = f.reason
 	case !f.plan.cache:
-		return f, "not cached: no TTL under this Shield's policy"
+		j.Refusal = "not cached: no TTL under this Shield's policy"
 	}
-	return f, ""
+	return j
 }
 
-// clampToOptions bounds pol, the policy of a statement read from a hot set
-// (a file or the fleet's), by the Shield's Options: its timeout= never
-// exceeds OriginTimeout, its maxrows= and maxbytes= never exceed
-// MaxResultRows and MaxResultBytes, whatever the text says.
-func (s *Shield) clampToOptions(pol *Policy) {
-	if pol.Timeout <= 0 || pol.Timeout > s.opts.OriginTimeout {
-		pol.Timeout = s.opts.OriginTimeout
-	}
-	if pol.MaxRows <= 0 || pol.MaxRows > s.opts.MaxResultRows {
-		pol.MaxRows = s.opts.MaxResultRows
-	}
-	if pol.MaxBytes <= 0 || pol.MaxBytes > s.opts.MaxResultBytes {
-		pol.MaxBytes = s.opts.MaxResultBytes
-	}
-}
-
-// namedArgs returns raw as positional arguments.
-func namedArgs(raw []driver.Value) []driver.NamedValue {
-	out := make([]driver.NamedValue, len(raw))
-	for i, v := range raw {
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return out
-}
-
-func (w *warmer) skip() {
-	w.skipped.Add(1)
-	w.s.stats.prewarmSkipped.Add(1)
-}
-
-// warm replays one key: from the shared tier (fleet), else through a
-// flight of its own, like a background refresh.
-func (w *warmer) warm(ctx context.Context, k warmKey) {
-	s := w.s
-	f, reason := w.fate(ctx, k.r, k.args)
-	if reason != "" {
-		w.skip() // its arguments made it uncacheable (a time word)
-		return
-	}
-	key, ok := key.Append(nil, w.c.sc.id, f.part, k.r.Normalized, k.args)
+// Warm warms f's key unless it is cached fresh or known too large: from
+// the shared tier (fleet), if it holds a usable value, never querying the
+// database; else through a flight of its own, like a background refresh.
+func (t *warmTarget) Warm(ctx context.Context, f *fate, text string) (hotset.Outcome, error) {
+	s := t.s
+	key, ok := key.Append(nil, t.c.sc.id, f.part, f.r.Normalized, f.args)
 	var seen *entry
 	if ok {
-		seen = w.st.Peek(string(key))
+		seen = t.st.Peek(string(key))
 	}
-	if !ok || w.fresh(seen, f) || s.tooLarge.Holds(string(key), time.Now(), s.limitsOf(f.plan.pol).Within) {
-		w.skip()
-		return
+	if !ok || seen != nil && s.epochs.UnchangedFor(seen.seq, f.tables, f.known, f.rows) &&
+		s.judge(seen, f.plan.pol).At(s.opts.Clock.Now()) == fresh.Fresh ||
+		s.tooLarge.Holds(string(key), time.Now(), s.limitsOf(f.plan.pol).Within) {
+		return hotset.Skipped, nil
 	}
-	rd := &read{c: w.c, query: k.text, r: k.r, a: f.a, v: f.v, plan: f.plan, args: k.args, key: string(key),
-		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.Lookup(k.r.Normalized)}
-	if w.fleet {
-		w.load(ctx, rd)
-		return
+	rd := &read{c: t.c, query: text, r: f.r, a: f.a, v: f.v, plan: f.plan, args: f.args, key: string(key),
+		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.Lookup(f.r.Normalized)}
+	if !t.fleet {
+		return t.replay(ctx, rd, seen)
 	}
-	w.replay(ctx, rd, seen)
-}
-
-// fresh reports whether e, a cached entry or nil, is fresh for f's policy.
-func (w *warmer) fresh(e *entry, f *fate) bool {
-	return e != nil && w.s.epochs.UnchangedFor(e.seq, f.tables, f.known, f.rows) &&
-		w.s.judge(e, f.plan.pol).At(w.s.opts.Clock.Now()) == fresh.Fresh
+	if rd.l2 = s.sharedKey(rd); rd.l2 == "" {
+		return hotset.Skipped, nil
+	}
+	seq := s.epochs.Now()
+	e, err := s.fetchShared(ctx, rd, seq)
+	if err != nil || e == nil {
+		return hotset.Skipped, nil
+	}
+	s.tier.Stats.Hits.Add(1)
+	if s.epochs.UnchangedFor(seq, rd.tables, rd.known, rd.rows) {
+		t.st.Put(e, s.opts.Clock.Now())
+		t.st.Wait()
+	}
+	return hotset.Loaded, nil
 }
 
 // replay runs rd's origin through the scope's guard on a spare
 // connection, as a background refresh of seen (the entry the key held, or
-// nil) does, and waits for it.
-func (w *warmer) replay(ctx context.Context, rd *read, seen *entry) {
-	s, sc := w.s, w.c.sc
-	t, err := s.enterWarm(ctx, sc)
+// nil) does, and waits for it. It is admitted only while the breaker is
+// closed (pre-warming never probes a database that failed) and once one
+// of the scope's background slots frees up before ctx ends.
+func (t *warmTarget) replay(ctx context.Context, rd *read, seen *entry) (hotset.Outcome, error) {
+	s, sc := t.s, t.c.sc
+	tk, err := sc.guard.Warm(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			w.skip()
-		} else {
-			w.fail(rd, err)
+			return hotset.Skipped, nil
 		}
-		return
+		return hotset.Failed, err
 	}
-	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, w.st, seen)
+	f, ok := s.flights.startRefresh(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, t.st, seen)
 	if !ok {
-		s.exit(t, errNotRun)
-		w.skip() // a flight runs: it fills the key
-		return
+		tk.Exit(errNotRun)
+		return hotset.Skipped, nil // a flight runs: it fills the key
 	}
 	rd.named = s.stats.names.Of(rd.plan.pol.Name)
 	rd.wantL2 = s.tier != nil // a value of the fleet's is taken instead of querying
 	var failure atomic.Pointer[error]
 	rd.plan.onFailure = func(err error) { failure.Store(&err) }
-	s.launch(ctx, f, rd, w.st, &poolLink{sc: sc, s: s}, t, false)
+	s.launch(ctx, f, rd, t.st, &poolLink{sc: sc, s: s}, tk, false)
 	select {
 	case <-f.Done():
 	case <-ctx.Done():
-		w.skip() // it goes on and fills the cache; Prewarm returns
-		return
+		return hotset.Skipped, nil // it goes on and fills the cache; Prewarm returns
 	}
 	res, err := f.Result()
 	switch {
 	case err == nil && res != nil && f.Data.fromShared != nil:
-		w.loaded.Add(1)
-		s.stats.prewarmLoaded.Add(1)
+		return hotset.Loaded, nil
 	case err == nil && res != nil:
-		w.replayed.Add(1)
-		s.stats.prewarmReplayed.Add(1)
+		return hotset.Replayed, nil
 	case failure.Load() != nil && !errors.Is(*failure.Load(), errLeasedElsewhere):
-		w.fail(rd, *failure.Load())
-	default:
-		w.skip() // too large to share, or another instance warms it
+		return hotset.Failed, *failure.Load()
 	}
-}
-
-// load fills rd's key from the shared tier's value, if it holds a usable
-// one; it never queries the database.
-func (w *warmer) load(ctx context.Context, rd *read) {
-	s := w.s
-	if rd.l2 = s.sharedKey(rd); rd.l2 == "" {
-		w.skip()
-		return
-	}
-	seq := s.epochs.Now()
-	e, err := s.fetchShared(ctx, rd, seq)
-	if err != nil || e == nil {
-		w.skip()
-		return
-	}
-	s.tier.stats.hits.Add(1)
-	if s.epochs.UnchangedFor(seq, rd.tables, rd.known, rd.rows) {
-		w.st.Put(e, s.opts.Clock.Now())
-		w.st.Wait()
-	}
-	w.loaded.Add(1)
-	s.stats.prewarmLoaded.Add(1)
-}
-
-func (w *warmer) fail(rd *read, err error) {
-	w.failed.Add(1)
-	w.s.stats.prewarmFailed.Add(1)
-	w.s.warned.Warn(w.s.log, "prewarm", rd.r.Normalized, "sqlflight: pre-warming a key failed",
-		errText.Attr(err), "fingerprint", key.Fingerprint(rd.r.Normalized), "name", rd.plan.pol.Name)
-}
-
-func (w *warmer) report() PrewarmReport {
-	return PrewarmReport{Statements: int(w.statements.Load()), Refused: int(w.refused.Load()),
-		Replayed: int(w.replayed.Load()), Loaded: int(w.loaded.Load()), Skipped: int(w.skipped.Load()),
-		Failed: int(w.failed.Load())}
-}
-
-// enterWarm admits one pre-warm origin of sc: its breaker must be closed
-// (pre-warming never probes a database that failed) and one of its
-// background slots must free up before ctx ends.
-func (s *Shield) enterWarm(ctx context.Context, sc *scope) (ticket, error) {
-	g := &sc.guard
-	if g.br.State() != breakerClosed {
-		return ticket{}, ErrCircuitOpen
-	}
-	if err := g.bg.Acquire(ctx); err != nil {
-		return ticket{}, err
-	}
-	return ticket{g: g, slot: g.bg}, nil
+	return hotset.Skipped, nil // too large to share, or another instance warms it
 }

@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"strings"
 	"testing"
+
+	"github.com/sqlflight/sqlflight/internal/hotset"
 )
 
 // TestPrewarmClampsHotSetLimits: a hot set whose text raises maxrows= and
@@ -56,7 +58,7 @@ func TestPublishHotSetEncrypts(t *testing.T) {
 	found := false
 	tier.mu.Lock()
 	for k, v := range tier.vals {
-		if strings.HasSuffix(k, fleetHotSetKey) {
+		if strings.HasSuffix(k, hotset.FleetKey) {
 			found = true
 			if bytes.Contains(v.data, []byte(token)) || bytes.Contains(v.data, []byte("sqlflight-hotset")) {
 				t.Errorf("the fleet's hot set is in clear in the tier")

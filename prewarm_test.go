@@ -53,7 +53,7 @@ func TestPrewarmSnapshotRoundTrip(t *testing.T) {
 	if !strings.Contains(buf.String(), `"t": "int64",`) || !strings.Contains(buf.String(), `"v": "42"`) {
 		t.Fatalf("hot set does not type its arguments:\n%s", buf.String())
 	}
-	hs, err := hotset.Parse(buf.Bytes(), 32, 8, hotSetLimits)
+	hs, err := hotset.Parse(buf.Bytes(), 32, 8, hotset.Kept)
 	if err != nil || len(hs.Statements) != 1 || len(hs.Statements[0].Keys) != 3 {
 		t.Fatalf("hot set: %v %+v", err, hs)
 	}
@@ -250,10 +250,18 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	}
 	// Each warmed key has its own jitter draw: their soft deadlines spread
 	// over ±10% of 10m instead of falling together.
-	sc, _ := scopeOfDB(context.Background(), db)
+	var sc *scope
+	dc, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.Raw(func(d any) error { sc = d.(connBase).virtual().sc; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
 	softs := map[time.Time]bool{}
 	for k := range 8 {
-		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", namedArgs([]driver.Value{int64(k)}))
+		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", hotset.Named([]driver.Value{int64(k)}))
 		e := s.store.Get(string(key))
 		if e == nil {
 			t.Fatalf("key %d not cached", k)
@@ -299,30 +307,8 @@ func TestHotSetLeavesOutLongTexts(t *testing.T) {
 	db, s := openWarm(t, &fakeDriver{})
 	q := "/* sqlflight: ttl=1m */ SELECT n FROM products WHERE id = $1 -- " + strings.Repeat("x", maxWarmText)
 	queryAll(t, db, q, [][]any{{int64(1)}}, 2)
-	if hs := s.hotSet(32, 8); len(hs.Statements) != 0 {
+	if hs := hotset.Build(&s.statements, time.Now(), 32, 8); len(hs.Statements) != 0 {
 		t.Fatalf("a text over 16 KiB was kept: %d statements", len(hs.Statements))
-	}
-}
-
-func TestMergeHotSets(t *testing.T) {
-	key := func(calls uint64, v int64) hotset.KeyArgs {
-		return hotset.KeyArgs{Calls: calls, Args: hotset.EncodeArgs([]driver.Value{v})}
-	}
-	a := &hotset.Set{Statements: []hotset.Statement{{Fingerprint: "f", Text: "q", Calls: 10, Keys: []hotset.KeyArgs{key(5, 1), key(3, 2)}}}}
-	b := &hotset.Set{Statements: []hotset.Statement{
-		{Fingerprint: "f", Text: "q", Calls: 7, Keys: []hotset.KeyArgs{key(9, 2)}},
-		{Fingerprint: "g", Text: "r", Calls: 20, Keys: []hotset.KeyArgs{key(1, 1)}},
-	}}
-	m := hotset.Merge(a, b, 32, 8)
-	if len(m.Statements) != 2 || m.Statements[0].Fingerprint != "g" {
-		t.Fatalf("%+v", m)
-	}
-	f := m.Statements[1]
-	if f.Calls != 10 || len(f.Keys) != 2 || f.Keys[0].Calls != 9 || *f.Keys[0].Args[0].V != "2" {
-		t.Fatalf("%+v", f)
-	}
-	if m2 := hotset.Merge(m, b, 32, 8); m2.Statements[1].Calls != 10 {
-		t.Fatal("publishing again counted twice")
 	}
 }
 
@@ -331,31 +317,6 @@ func openWarm(t *testing.T, d *fakeDriver, opts ...Option) (*sql.DB, *Shield) {
 	db, s := openFake(t, d, opts...)
 	t.Cleanup(func() { _ = s.Close() })
 	return db, s
-}
-
-func TestHotSetArgTypes(t *testing.T) {
-	at := time.Date(2024, 1, 2, 3, 4, 5, 6, time.FixedZone("", -3*3600))
-	vals := []driver.Value{int64(math.MinInt64), math.NaN(), math.Inf(1), -0.0, 1e-300, true, "x\x00y", []byte(nil), []byte{},
-		at, nil, int(-5), int8(-8), int16(16), int32(-32), uint(5), uint16(16), uint32(32), uint64(math.MaxUint64), float32(0.1)}
-	data, err := json.Marshal(hotset.EncodeArgs(vals))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back []hotset.Value
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
-	raw, ok := hotset.DecodeArgs(back, maxWarmArgs)
-	if !ok {
-		t.Fatalf("%s did not decode", data)
-	}
-	for i, v := range vals {
-		k1, _ := key.AppendValue(nil, v)
-		k2, _ := key.AppendValue(nil, raw[i])
-		if !bytes.Equal(k1, k2) {
-			t.Errorf("argument %d: %#v came back as %#v", i, v, raw[i])
-		}
-	}
 }
 
 // TestPrewarmFromFleet: an instance publishes the fleet's hot set; a new
@@ -390,7 +351,7 @@ func TestPrewarmFromFleet(t *testing.T) {
 	// A hot set written by someone without the secret is not read.
 	tier.mu.Lock()
 	for k, v := range tier.vals {
-		if strings.HasSuffix(k, fleetHotSetKey) {
+		if strings.HasSuffix(k, hotset.FleetKey) {
 			v.data = append([]byte(nil), v.data...)
 			v.data[len(v.data)-2] ^= 1
 			tier.vals[k] = v

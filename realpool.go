@@ -3,8 +3,6 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
-
-	"github.com/sqlflight/sqlflight/internal/pool"
 )
 
 // The scope's real connections. A virtual connection opens a real one only
@@ -19,53 +17,12 @@ import (
 // owner, when it next needs one, takes another in turn; a clean session
 // cannot tell one real connection from another.
 
-// spareConns are the scope's real connections that belong to no virtual
-// one (internal/pool): background refreshes and probes run on them, and a
-// virtual connection that needs a real one takes an idle one before it
-// opens another. The pool also counts every real connection of the scope
-// against Options.MaxConns. The methods keep the spelling of the root's
-// call sites; the Shield they are given is the one init made the pool
-// count for (a scope belongs to one Shield).
-type spareConns struct {
-	pool pool.Pool
-	max  int // Options.MaxConns: the cap on open connections (0: none)
-}
-
-// init sets the pool up for sc, a scope of s: capped at Options.MaxConns,
-// kept while sc has virtual connections, lent to by them, counted in s's
-// Stats. It runs once, before sc is used.
-func (p *spareConns) init(s *Shield, sc *scope) {
-	p.max = s.opts.MaxConns
-	p.pool.Max = p.max
-	p.pool.Users = sc.live.Load
-	p.pool.Lendable = func() driver.Conn { return sc.takeLendable(s) }
-	p.pool.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
-}
-
-func (p *spareConns) setOpen(open func(context.Context) (driver.Conn, error)) { p.pool.SetOpen(open) }
-
-// counted counts a real connection opened outside the pool (a scope's
-// first).
-func (p *spareConns) counted() { p.pool.Counted() }
-
-// put takes rc back: it stays idle while the scope has virtual connections
-// and room (or someone waits for it), else it is closed. A broken
-// connection, or one its driver no longer finds valid, is closed.
-func (p *spareConns) put(rc driver.Conn, broken bool, _ *Shield) { p.pool.Put(rc, broken) }
-
-// closeReal closes one of the scope's real connections.
-func (p *spareConns) closeReal(rc driver.Conn, _ *Shield) { p.pool.Close(rc) }
-
-// closeAll closes the idle connections: the scope's last virtual
-// connection closed.
-func (p *spareConns) closeAll(_ *Shield) { p.pool.CloseIdle() }
-
 // anyReal returns a real connection that belongs to no virtual one: an
 // idle one, one lent by a virtual connection whose session cannot matter,
 // or a new one (under Options.MaxConns, once one is freed). reused reports
 // one that served before.
 func (sc *scope) anyReal(ctx context.Context, s *Shield) (rc driver.Conn, reused bool, err error) {
-	rc, reused, err = sc.spare.pool.Get(ctx)
+	rc, reused, err = sc.spare.Get(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -181,11 +138,11 @@ func (c *conn) parkLocked() func() {
 	case c.busy != nil:
 		c.parkLater = true
 		return nil
-	case c.sc.spare.max > 0:
+	case c.sc.spare.Max > 0:
 		// Under the cap every idle real connection is the scope's, where
 		// whoever waits for one finds it.
 		c.real = nil
-		return func() { c.sc.spare.put(rc, false, c.s) }
+		return func() { c.sc.spare.Put(rc, false) }
 	}
 	c.idleInPool = true
 	return func() {

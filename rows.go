@@ -2,7 +2,6 @@ package sqlflight
 
 import (
 	"database/sql/driver"
-	"io"
 	"reflect"
 
 	"github.com/sqlflight/sqlflight/internal/resultset"
@@ -55,124 +54,20 @@ type (
 func materialize(rows driver.Rows, lim limits) (res *result, handoff *replay, err error) {
 	res, prefix, err := resultset.Materialize(rows, shareMask(rows, mirrorRowsMask(rows)), lim)
 	if prefix {
-		return nil, &replay{cur: resultset.NewCursor(res), tail: rows}, nil
+		return nil, resultset.NewHandoff(res, rows), nil
 	}
 	return res, nil, err
 }
 
-// replay is one caller's cursor over a shared result. If tail is set, the
-// result is a prefix and tail goes on reading the parent after it (the
-// leader's rows of a result too large to share); once tail moved to a later
-// result set, replay only delegates (onParent).
-type replay struct {
-	cur      resultset.Cursor // over the recorded result
-	tail     driver.Rows
-	onParent bool
-	// rowOnTail: the current row came from tail's NextRow (Go 1.27).
-	rowOnTail bool
-	release   func() // called once by Close
-	closed    bool
-}
+// replay is one caller's rows over a shared result (resultset.Replay).
+type replay = resultset.Replay
 
 var _ rowsImpl = (*replay)(nil)
 
 func newReplay(res *result) driver.Rows {
 	// A result from the shared tier may come from a build that knows
 	// interfaces this one does not.
-	return mirrorRows(&replay{cur: resultset.NewCursor(res)}, res.Mask&mirrorRowsAll)
-}
-
-// onTail reports whether the buffered rows are used up and the parent rows
-// take over.
-func (r *replay) onTail() bool {
-	return r.onParent || (r.tail != nil && r.cur.AtEnd())
-}
-
-func (r *replay) Columns() []string {
-	if r.onParent {
-		return r.tail.Columns()
-	}
-	return r.cur.Columns()
-}
-
-// Next copies the next row into dest. Every []byte is a fresh copy, so a
-// caller that scans into sql.RawBytes and writes to it changes only its own.
-func (r *replay) Next(dest []driver.Value) error {
-	if r.closed {
-		return io.EOF
-	}
-	if r.onTail() {
-		return r.tail.Next(dest)
-	}
-	return r.cur.Next(dest)
-}
-
-func (r *replay) Close() error {
-	if r.closed {
-		return nil
-	}
-	r.closed = true
-	var err error
-	if r.tail != nil {
-		err = r.tail.Close()
-	}
-	if r.release != nil {
-		r.release()
-	}
-	return err
-}
-
-func (r *replay) HasNextResultSet() bool {
-	if r.tail != nil && r.cur.OnLastSet() {
-		return r.tail.(driver.RowsNextResultSet).HasNextResultSet()
-	}
-	return r.cur.HasNextResultSet()
-}
-
-func (r *replay) NextResultSet() error {
-	if r.tail != nil && r.cur.OnLastSet() {
-		r.onParent = true
-		return r.tail.(driver.RowsNextResultSet).NextResultSet()
-	}
-	return r.cur.NextResultSet()
-}
-
-func (r *replay) ColumnTypeScanType(i int) reflect.Type {
-	if r.onParent {
-		return r.tail.(driver.RowsColumnTypeScanType).ColumnTypeScanType(i)
-	}
-	return r.cur.Column(i).ScanType
-}
-
-func (r *replay) ColumnTypeDatabaseTypeName(i int) string {
-	if r.onParent {
-		return r.tail.(driver.RowsColumnTypeDatabaseTypeName).ColumnTypeDatabaseTypeName(i)
-	}
-	return r.cur.Column(i).DBType
-}
-
-func (r *replay) ColumnTypeLength(i int) (int64, bool) {
-	if r.onParent {
-		return r.tail.(driver.RowsColumnTypeLength).ColumnTypeLength(i)
-	}
-	c := r.cur.Column(i)
-	return c.Length, c.LengthOK
-}
-
-func (r *replay) ColumnTypeNullable(i int) (bool, bool) {
-	if r.onParent {
-		return r.tail.(driver.RowsColumnTypeNullable).ColumnTypeNullable(i)
-	}
-	c := r.cur.Column(i)
-	return c.Nullable, c.NullOK
-}
-
-func (r *replay) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
-	if r.onParent {
-		return r.tail.(driver.RowsColumnTypePrecisionScale).ColumnTypePrecisionScale(i)
-	}
-	c := r.cur.Column(i)
-	return c.Precision, c.Scale, c.PrecisionScaleOK
+	return mirrorRows(resultset.NewReplay(res), res.Mask&mirrorRowsAll)
 }
 
 // passRows wraps the parent's rows of a statement that went straight to the

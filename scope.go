@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/guard"
+	"github.com/sqlflight/sqlflight/internal/pool"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
@@ -29,7 +32,7 @@ type scope struct {
 	label      atomic.Pointer[string]
 	labelFinal atomic.Bool
 	// guard is the scope's own semaphore and circuit breaker (breaker.go).
-	guard scopeGuard
+	guard guard.Scope
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or
@@ -65,7 +68,12 @@ type scope struct {
 	nonStandard atomic.Bool   // standard_conforming_strings = off
 	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
 
-	spare spareConns // real connections of no virtual one (realpool.go)
+	// spare holds the scope's real connections that belong to no virtual
+	// one (internal/pool): background refreshes and probes run on them, and
+	// a virtual connection that needs a real one takes an idle one before it
+	// opens another. It also counts every real connection of the scope
+	// against Options.MaxConns (its Max).
+	spare pool.Pool
 	// lender is the virtual connection whose real connection most
 	// recently became lendable.
 	lender atomic.Pointer[conn]
@@ -100,12 +108,22 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 func (s *Shield) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
-	sc.spare.init(s, sc)
-	sc.guard.init(&s.opts, func(from, to breakerState) {
-		s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
-	}, s.opts.Clock)
+	o := &s.opts
+	sc.spare.Max, sc.spare.Users = o.MaxConns, sc.live.Load
+	sc.spare.Lendable = func() driver.Conn { return sc.takeLendable(s) }
+	sc.spare.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
+	sc.guard.Init(guard.ScopeConfig{MaxInflight: o.MaxInflight, MaxRefreshes: o.MaxRefreshes, QueueTimeout: o.QueueTimeout,
+		Failures: o.BreakerFailures, Timeout: o.BreakerTimeout, Probes: o.BreakerProbes, Clock: o.Clock,
+		OnChange: func(from, to breakerState) {
+			s.log.Warn("sqlflight: circuit breaker changed state", "scope", sc.name(), "from", from.String(), "to", to.String())
+		},
+		Rejected: &s.stats.breakerRejected, Shed: &s.stats.shed,
+		OnShed: func(queueTimeout time.Duration) {
+			s.warned.Warn(s.log, "shed", "", "sqlflight: shedding reads: every origin slot is taken",
+				"max_inflight", o.MaxInflight, "queue_timeout", queueTimeout, "scope", sc.name())
+		}})
 	s.scopes.Store(sc.id, sc)
-	if ts := s.tier; ts != nil && ts.trustMessages {
+	if ts := s.tier; ts != nil && ts.TrustMessages {
 		s.log.Warn("sqlflight: the shared tier is trusted without a secret (InsecureTrustSharedTier): whoever can write to it can make this scope serve any rows", "scope", sc.name())
 	}
 	return sc
@@ -174,21 +192,17 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		}
 		ch := make(chan struct{})
 		sc.probing = ch
-		sc.spare.setOpen(open)
+		sc.spare.SetOpen(open)
 		sc.mu.Unlock()
 
 		// The first real connection goes through the scope's breaker like
 		// every later one: a database down from the start opens it, and
 		// an open breaker answers at once.
-		probe, ok := sc.guard.br.Allow()
 		var rc driver.Conn
-		var err error
-		if ok {
+		probe, err := sc.guard.Admit()
+		if err == nil {
 			rc, err = open(ctx)
-			sc.guard.br.Record(probe, err)
-		} else {
-			s.refused(sc)
-			err = ErrCircuitOpen
+			sc.guard.Breaker.Record(probe, err)
 		}
 		if err == nil {
 			// The feed is established before anything is cached (feed.go).
@@ -214,7 +228,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		sc.noteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
-		sc.spare.counted()
+		sc.spare.Counted()
 		s.stats.realOpened.Add(1)
 		s.stats.realConns.Add(1)
 		return newConn(s, sc, open, rc), nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/errtext"
+	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/logx"
 	"github.com/sqlflight/sqlflight/internal/memo"
 	"github.com/sqlflight/sqlflight/internal/stats"
@@ -30,7 +31,7 @@ var (
 	// ErrOriginTimeout is wrapped, together with context.DeadlineExceeded, by
 	// the error of a shared query whose origin ran past its timeout budget
 	// (Options.OriginTimeout or the timeout= annotation).
-	ErrOriginTimeout = errors.New("sqlflight: origin query timed out")
+	ErrOriginTimeout = guard.ErrOriginTimeout
 )
 
 // errPrefix begins the text of every error of this package, once.
@@ -301,26 +302,8 @@ func New(opts ...Option) *Shield {
 	}
 	s.logger.Store(s.opts.Logger)
 	s.log = logx.New(&s.logger)
-	if s.opts.MaxResultRows <= 0 {
-		s.opts.MaxResultRows = DefaultMaxResultRows
-	}
-	if s.opts.MaxResultBytes <= 0 {
-		s.opts.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if s.opts.MaxBytes <= 0 {
-		s.opts.MaxBytes = DefaultMaxBytes
-	}
-	if s.opts.NegMaxBytes <= 0 {
-		s.opts.NegMaxBytes = max(s.opts.MaxBytes/8, 1)
-	}
-	if s.opts.Clock == nil {
-		s.opts.Clock = systemClock{}
-	}
+	resolveDefaults(&s.opts)
 	s.started = s.opts.Clock.Now()
-	if s.opts.OriginTimeout <= 0 {
-		s.opts.OriginTimeout = DefaultOriginTimeout
-	}
-	guardDefaults(&s.opts)
 	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
 	s.tooLarge.Init(4096)
 	s.warned.Init(4096)
@@ -508,18 +491,18 @@ func (s *Shield) Stats() Stats {
 	st.CacheEntries = s.store.Entries()
 	st.CacheBytes = s.store.Bytes()
 	if ts := s.tier; ts != nil {
-		c := &ts.stats
-		st.SharedState = ts.state()
-		st.SharedTrusted = ts.trustMessages
-		st.SharedTransitions = ts.st.Transitions()
-		st.SharedHits, st.SharedMisses = c.hits.Load(), c.misses.Load()
-		st.SharedWrites, st.SharedSuperseded = c.writes.Load(), c.superseded.Load()
-		st.SharedErrors, st.SharedDecodeErrors = ts.st.Errors(), c.decodeErrors.Load()
-		st.SharedSkipped = c.skippedPending.Load()
-		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.leases.Load(), c.leaseWaits.Load(), c.leaseExpired.Load()
-		st.InvalidationsSent, st.InvalidationsHeard = ts.st.Published(), c.received.Load()
-		st.InvalidationResyncs = c.resyncs.Load()
-		st.SharedForged, st.InvalidationsRejected = c.forged.Load(), c.rejected.Load()
+		c := &ts.Stats
+		st.SharedState = ts.Status()
+		st.SharedTrusted = ts.TrustMessages
+		st.SharedTransitions = ts.Transitions()
+		st.SharedHits, st.SharedMisses = c.Hits.Load(), c.Misses.Load()
+		st.SharedWrites, st.SharedSuperseded = c.Writes.Load(), c.Superseded.Load()
+		st.SharedErrors, st.SharedDecodeErrors = ts.Errors(), c.DecodeErrors.Load()
+		st.SharedSkipped = c.SkippedPending.Load()
+		st.LeasesAcquired, st.LeaseWaits, st.LeaseWaitExpired = c.Leases.Load(), c.LeaseWaits.Load(), c.LeaseExpired.Load()
+		st.InvalidationsSent, st.InvalidationsHeard = ts.Published(), c.Received.Load()
+		st.InvalidationResyncs = c.Resyncs.Load()
+		st.SharedForged, st.InvalidationsRejected = c.Forged.Load(), c.Rejected.Load()
 	}
 	s.feedSnapshot(&st)
 	return st
@@ -546,8 +529,8 @@ func (s *Shield) breakerSnapshot(st *Stats) {
 	worst := breakerClosed
 	for _, sc := range scopes {
 		g := &sc.guard
-		state := g.br.State()
-		b := BreakerStats{State: state.String(), Rejected: g.rejected.Load(), Transitions: g.br.Transitions()}
+		state := g.Breaker.State()
+		b := BreakerStats{State: state.String(), Rejected: g.Rejected(), Transitions: g.Breaker.Transitions()}
 		st.BreakerTransitions += b.Transitions
 		if state != breakerClosed {
 			st.BreakerOpen++

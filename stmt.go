@@ -173,7 +173,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		rc, err = s.c.forProbe(ctx, rc, true, s.c.use)
 	}
 	if err != nil {
-		s.c.sc.guard.br.Record(probe, err)
+		s.c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
 	var res driver.Result
@@ -185,7 +185,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			res, err = legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
 		}
 	}
-	s.c.sc.guard.br.Record(probe, err)
+	s.c.sc.guard.Breaker.Record(probe, err)
 	s.c.record(ctx, &fate{r: s.scan, a: a, args: args}, err != nil)
 	call.st.Ended(call.out, call.began, err != nil)
 	return res, err

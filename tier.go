@@ -3,12 +3,9 @@ package sqlflight
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net/url"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // A SharedTier is a result cache shared by every instance of an application
@@ -161,80 +158,15 @@ func (o sharedOption) apply(s *Shield) { s.tierImpl = o.t }
 // DSN parameter (e.g. redis://127.0.0.1:6379/0).
 type TierOpener func(target string) (SharedTier, error)
 
-var tierOpeners struct {
-	sync.Mutex
-	m    map[string]TierOpener
-	open map[string]*openedTier // by target: one tier per target, shared by every DSN naming it
-}
-
-// openedTier is a tier opened from a DSN, with the Shields using it.
-type openedTier struct {
-	t    SharedTier
-	refs int
-}
+// tierOpeners are the tiers the sqlflight.shared DSN parameter may name,
+// and those opened from DSNs: one tier per target, shared by every DSN
+// naming it, closed with the last Shield using it.
+var tierOpeners shared.Openers[SharedTier]
 
 // RegisterTier makes a shared tier available to the sqlflight.shared DSN
 // parameter under a URL scheme; package redistier registers "redis" and
 // "rediss" when imported. It panics if the scheme is taken.
-func RegisterTier(scheme string, open TierOpener) {
-	tierOpeners.Lock()
-	defer tierOpeners.Unlock()
-	if tierOpeners.m == nil {
-		tierOpeners.m = map[string]TierOpener{}
-		tierOpeners.open = map[string]*openedTier{}
-	}
-	if _, dup := tierOpeners.m[scheme]; dup {
-		panic("sqlflight: RegisterTier called twice for scheme " + scheme)
-	}
-	tierOpeners.m[scheme] = open
-}
-
-// openTier returns the shared tier a DSN names, opening it on first use,
-// and the function that gives it back: the last Shield to give a tier back
-// closes it (if it is an io.Closer).
-func openTier(target string) (SharedTier, func(), error) {
-	u, err := url.Parse(target)
-	if err != nil || u.Scheme == "" {
-		return nil, nil, fmt.Errorf("not a URL (want e.g. redis://host:6379/0)")
-	}
-	tierOpeners.Lock()
-	defer tierOpeners.Unlock()
-	ot := tierOpeners.open[target]
-	if ot == nil {
-		open := tierOpeners.m[u.Scheme]
-		if open == nil {
-			var known []string
-			for k := range tierOpeners.m {
-				known = append(known, k)
-			}
-			sort.Strings(known)
-			return nil, nil, fmt.Errorf("no shared tier registered for scheme %q (registered: %v; import github.com/sqlflight/sqlflight/redistier for redis)", u.Scheme, known)
-		}
-		t, err := open(target)
-		if err != nil {
-			return nil, nil, err
-		}
-		ot = &openedTier{t: t}
-		tierOpeners.open[target] = ot
-	}
-	ot.refs++
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			tierOpeners.Lock()
-			ot.refs--
-			last := ot.refs == 0
-			if last {
-				delete(tierOpeners.open, target)
-			}
-			tierOpeners.Unlock()
-			if c, ok := ot.t.(io.Closer); ok && last {
-				_ = c.Close()
-			}
-		})
-	}
-	return ot.t, release, nil
-}
+func RegisterTier(scheme string, open TierOpener) { tierOpeners.Register(scheme, open) }
 
 // ErrNoSharedSecret is wrapped by the error of every connection of a Shield
 // given a shared tier without a usable Options.SharedSecret (the DSN's

@@ -71,7 +71,7 @@ func TestSharedTierNeedsASecret(t *testing.T) {
 	e, _ := d.(*wrappedDriver).scopeFor("db=9 sqlflight.shared=memtest://secret sqlflight.shared_secret="+testSecretDSN+
 		" sqlflight.shared_encrypt=true sqlflight.shared_previous_secret="+testSecretDSN+"-old", d)
 	t.Cleanup(func() { _ = e.s.Close() })
-	if ts := e.s.tier; ts == nil || !ts.ring.Encrypt || ts.ring.Previous == nil || ts.trustMessages {
+	if ts := e.s.tier; ts == nil || !ts.Ring.Encrypt || ts.Ring.Previous == nil || ts.TrustMessages {
 		t.Fatal("the DSN's secret, previous secret and encryption were not applied")
 	}
 	if _, err := d.Open("db=10 sqlflight.shared=memtest://insecure sqlflight.insecure_trust_shared_tier=true"); err != nil {
@@ -125,14 +125,14 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 	f := fleetOf(t, 1, tier, Options{})
 	s := f[0].s
 	readShared(t, f[0], ttlQuery, 1)
-	ring := s.tier.ring
+	ring := s.tier.Ring
 	good := Invalidation{Tables: []string{"items"}, Seq: 1 << 40, Source: "other"}
-	good.Tag = ring.MessageTag(s.tier.ns, good.Seq, false, good.Source, good.Tables)
+	good.Tag = ring.MessageTag(s.tier.NS, good.Seq, false, good.Source, good.Tables)
 	otherRing := &seal.Ring{Current: seal.Derive([]byte(testSecretDSN))}
 	forged := []Invalidation{
 		{Malformed: true},
 		{Tables: []string{"items"}, Seq: 5, Source: "other"},
-		{Tables: []string{"items"}, Seq: 5, Source: "other", Tag: otherRing.MessageTag(s.tier.ns, 5, false, "other", []string{"items"})},
+		{Tables: []string{"items"}, Seq: 5, Source: "other", Tag: otherRing.MessageTag(s.tier.NS, 5, false, "other", []string{"items"})},
 		{Tables: []string{"items"}, Seq: good.Seq + 1, Source: "other", Tag: good.Tag},
 		{Tables: []string{"items", "x"}, Seq: good.Seq, Source: "other", Tag: good.Tag},
 		{All: true, Seq: good.Seq, Source: "other", Tag: good.Tag},
@@ -140,7 +140,7 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 	}
 	before := s.epochs.Now()
 	for _, inv := range forged {
-		s.onInvalidation(inv)
+		s.tier.Hear(inv)
 	}
 	if n := s.epochs.Now(); n != before {
 		t.Fatalf("epochs moved from %d to %d", before, n)
@@ -153,11 +153,11 @@ func TestForgedMessagesAreIgnored(t *testing.T) {
 	}
 	// The genuine one is applied, and raises the floor: nothing of an
 	// older version is taken from the tier again.
-	s.onInvalidation(good)
+	s.tier.Hear(good)
 	if st := s.Stats(); st.InvalidationsHeard != 1 {
 		t.Fatalf("%+v", st)
 	}
-	if s.tier.floor.Admits(good.Seq, []string{"items"}) || !s.tier.floor.Admits(good.Seq+1, []string{"items"}) {
+	if s.tier.Floor.Admits(good.Seq, []string{"items"}) || !s.tier.Floor.Admits(good.Seq+1, []string{"items"}) {
 		t.Fatal("the message did not set the floor of its table")
 	}
 }
@@ -192,9 +192,9 @@ func TestEpochsAreBounded(t *testing.T) {
 	}
 	for _, tables := range [][]string{many, {strings.Repeat("x", shared.MaxTableName+1)}} {
 		inv := Invalidation{Tables: tables, Seq: 1 << 41, Source: "other"}
-		inv.Tag = s.tier.ring.MessageTag(s.tier.ns, inv.Seq, false, inv.Source, tables)
+		inv.Tag = s.tier.Ring.MessageTag(s.tier.NS, inv.Seq, false, inv.Source, tables)
 		before := s.epochs.AllEpoch()
-		s.onInvalidation(inv)
+		s.tier.Hear(inv)
 		if s.epochs.AllEpoch() == before || s.epochs.Len() != 0 {
 			t.Fatalf("%d tables of up to %d bytes were kept one by one", len(tables), len(tables[0]))
 		}
@@ -208,7 +208,7 @@ func TestOwnWritePublishesWithItsTag(t *testing.T) {
 	tier := newMemTier(newFakeClock())
 	f := fleetOf(t, 2, tier, Options{})
 	var got []Invalidation
-	stop, _ := tier.Subscribe(f[0].s.tier.ns, func(inv Invalidation) { got = append(got, inv) })
+	stop, _ := tier.Subscribe(f[0].s.tier.NS, func(inv Invalidation) { got = append(got, inv) })
 	defer stop()
 	f[0].s.Invalidate("items")
 	many := make([]string, shared.MaxMessageTables+1)
@@ -219,7 +219,7 @@ func TestOwnWritePublishesWithItsTag(t *testing.T) {
 	if len(got) != 2 || got[0].Seq == 0 || len(got[0].Tag) != seal.TagLen || !got[1].All || got[1].Tables != nil {
 		t.Fatalf("%+v", got)
 	}
-	if !f[1].s.tier.ring.CheckMessage(got[0].Tag, f[0].s.tier.ns, got[0].Seq, false, got[0].Source, []string{"items"}) {
+	if !f[1].s.tier.Ring.CheckMessage(got[0].Tag, f[0].s.tier.NS, got[0].Seq, false, got[0].Source, []string{"items"}) {
 		t.Fatal("the tag does not cover the message")
 	}
 	if st := f[1].s.Stats(); st.InvalidationsHeard != 2 || st.InvalidationsRejected != 0 {
@@ -237,13 +237,13 @@ func TestVersionAboveTheSequenceIsRefused(t *testing.T) {
 	tier.mu.Lock()
 	for k, v := range tier.vals {
 		// Re-sealed at the new version, as anybody can without a secret.
-		body, err := f[0].s.tier.ring.OpenValue(bytes.Clone(v.data), f[0].s.tier.ns, strings.TrimPrefix(k, f[0].s.tier.ns), v.version)
+		body, err := f[0].s.tier.Ring.OpenValue(bytes.Clone(v.data), f[0].s.tier.NS, strings.TrimPrefix(k, f[0].s.tier.NS), v.version)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v.version = 1 << 62
-		v.data = f[0].s.tier.ring.SealValue(append(make([]byte, seal.Prefix), body...), f[0].s.tier.ns,
-			strings.TrimPrefix(k, f[0].s.tier.ns), v.version)
+		v.data = f[0].s.tier.Ring.SealValue(append(make([]byte, seal.Prefix), body...), f[0].s.tier.NS,
+			strings.TrimPrefix(k, f[0].s.tier.NS), v.version)
 		tier.vals[k] = v
 	}
 	tier.mu.Unlock()
@@ -277,7 +277,7 @@ func TestRowMessages(t *testing.T) {
 	tier := newMemTier(newFakeClock())
 	f := fleetOf(t, 2, tier, Options{})
 	var got []Invalidation
-	stop, _ := tier.Subscribe(f[0].s.tier.ns, func(inv Invalidation) { got = append(got, inv) })
+	stop, _ := tier.Subscribe(f[0].s.tier.NS, func(inv Invalidation) { got = append(got, inv) })
 	defer stop()
 	s := f[1].s
 	id6 := tagged("items", []string{"id"}, []string{"6"})
@@ -290,7 +290,7 @@ func TestRowMessages(t *testing.T) {
 	if !s.epochs.UnchangedFor(at, []string{"items"}, true, id6) || s.epochs.UnchangedFor(at, []string{"items"}, true, id5) {
 		t.Fatal("the other instance did not apply the row write as one")
 	}
-	if !s.tier.floor.AdmitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.floor.AdmitsRows(got[0].Seq, []string{"items"}, id5) {
+	if !s.tier.Floor.AdmitsRows(got[0].Seq, []string{"items"}, id6) || s.tier.Floor.AdmitsRows(got[0].Seq, []string{"items"}, id5) {
 		t.Fatal("the floor does not hold the row write")
 	}
 
@@ -305,7 +305,7 @@ func TestRowMessages(t *testing.T) {
 	at = s.epochs.Now()
 	rejected := s.Stats().InvalidationsRejected
 	for _, inv := range []Invalidation{forged, forged2, forged3} {
-		s.onInvalidation(inv)
+		s.tier.Hear(inv)
 	}
 	if s.epochs.Now() != at || s.Stats().InvalidationsRejected != rejected+3 {
 		t.Fatalf("forged rows applied: %+v", s.Stats())
@@ -337,10 +337,10 @@ func TestRowMessages(t *testing.T) {
 		{[]RowPins{{Table: "it\x00ems", Columns: []string{"id"}, Values: [][]string{{"1"}}}}, true},
 	} {
 		inv := Invalidation{Rows: c.rows, Seq: tier.seq + 100, Source: "other"}
-		inv.Tag = s.tier.ring.MessageTagRows(s.tier.ns, inv.Seq, false, inv.Source, nil, shared.RowsFlat(inv.Rows))
+		inv.Tag = s.tier.Ring.MessageTagRows(s.tier.NS, inv.Seq, false, inv.Source, nil, shared.RowsFlat(inv.Rows))
 		at = s.epochs.Now()
 		allBefore := s.epochs.AllEpoch()
-		s.onInvalidation(inv)
+		s.tier.Hear(inv)
 		if c.all != (s.epochs.AllEpoch() != allBefore) || s.epochs.UnchangedFor(at, []string{"items"}, true, id6) && !c.all {
 			t.Errorf("%q: not applied to the table (all: %v)", c.rows, c.all)
 		}

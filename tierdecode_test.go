@@ -47,11 +47,17 @@ func typicalEntry(n int) *entry {
 // the value's seal is checked.
 func sharedBody(t testing.TB, e *entry) []byte {
 	t.Helper()
-	b, err := encodeShared(e)
+	b, err := shared.Encode(shared.Entry{Res: e.res, Filled: e.filled, Soft: e.soft, Hard: e.hard, Last: e.last, Delta: e.delta})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b[seal.Prefix:]
+}
+
+// decodeLimits are the bounds of a value read from the tier for a reader
+// of policy pol, as fetchShared sets them.
+func decodeLimits(s *Shield, pol Policy) wire.Limits {
+	return shared.Limits(pol.MaxRows, pol.MaxBytes, s.opts.MaxResultRows, s.opts.MaxResultBytes)
 }
 
 // The reader's own policy bounds what it reads from the tier: a value its
@@ -74,7 +80,7 @@ func TestDecodeSharedPolicyLimits(t *testing.T) {
 		{Policy{MaxBytes: 100 << 10}, vbig, true},
 		{Policy{MaxRows: 1000, MaxBytes: 300 << 10}, vbig, false},
 	} {
-		_, err := shared.Decode(c.v, s.decodeLimits(c.pol))
+		_, err := shared.Decode(c.v, decodeLimits(s, c.pol))
 		if c.rejected != errors.Is(err, wire.ErrLimit) || (!c.rejected && err != nil) {
 			t.Errorf("policy %+v, %d bytes: %v", c.pol, len(c.v), err)
 		}
@@ -121,7 +127,7 @@ func TestResultsWithinTheLimitDecode(t *testing.T) {
 			if _, err := shared.Decode(sharedBody(t, e), wire.Limits{MaxBytes: 1 << 30}); err != nil {
 				t.Fatalf("unlimited: %v", err)
 			}
-			if _, err := shared.Decode(sharedBody(t, e), s.decodeLimits(Policy{MaxBytes: limit})); err != nil {
+			if _, err := shared.Decode(sharedBody(t, e), decodeLimits(s, Policy{MaxBytes: limit})); err != nil {
 				t.Fatalf("%d rows the origin accepted (%d bytes counted) refused from the tier: %v", len(rows), res.Bytes, err)
 			}
 		})

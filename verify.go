@@ -239,7 +239,7 @@ func awaitVerdict(ctx context.Context, v *verdict) bool {
 // awaitVerdict is awaitVerdict on c's caller. Under Options.MaxConns its
 // real connection is lendable meanwhile: the probe may need it.
 func (c *conn) awaitVerdict(ctx context.Context, v *verdict) bool {
-	if v.known() || c.sc.spare.max <= 0 {
+	if v.known() || c.sc.spare.Max <= 0 {
 		return awaitVerdict(ctx, v)
 	}
 	c.offer()
@@ -294,7 +294,7 @@ func (sc *scope) withSpare(ctx context.Context, s *Shield, f func(pgverdict.Sess
 		return err
 	}
 	broken := true // unless f returns normally and leaves the session idle
-	defer func() { sc.spare.put(rc, broken, s) }()
+	defer func() { sc.spare.Put(rc, broken) }()
 	c := pgverdict.Of(rc)
 	err = f(c)
 	broken = !c.Clean()

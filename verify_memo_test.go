@@ -18,7 +18,7 @@ func TestVerdictMemoKeepsDigestsOfLongTexts(t *testing.T) {
 	s := New()
 	sc := s.newScope()
 	sc.postgres = true
-	sc.spare.setOpen(func(context.Context) (driver.Conn, error) { return nil, errors.New("no server here") })
+	sc.spare.SetOpen(func(context.Context) (driver.Conn, error) { return nil, errors.New("no server here") })
 	long := func(i int) *sqlscan.Result {
 		return sqlscan.Scan(fmt.Sprintf("SELECT n FROM items_%d WHERE note = '%s'", i, strings.Repeat("x", 100<<10)))
 	}

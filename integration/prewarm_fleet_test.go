@@ -13,8 +13,8 @@ import (
 )
 
 // fleetHotSetRedisKey is the Redis key of the fleet's hot set under a
-// prefix: the tier's value key ("v:") of the digest fleethotset.go names it
-// by.
+// prefix: the tier's value key ("v:") of the digest internal/hotset names it
+// by (FleetKey).
 func fleetHotSetRedisKey(prefix string) string {
 	sum := sha256.Sum256([]byte("sqlflight/hotset/1"))
 	return prefix + "v:" + hex.EncodeToString(sum[:16])

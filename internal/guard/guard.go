@@ -38,6 +38,18 @@
 // Waiters are served in the order they came, and while any waits
 // TryAcquire fails, so that those who wait are not overtaken.
 //
+// # One database's guard
+//
+// A Scope puts the two together for one database: foreground and
+// background limiters and a breaker classified by Classify, whose words for
+// the database's health are IsUnavailable, OwnCancellation, ErrNotRun,
+// ErrDeadSession, ErrOriginTimeout and ConnectFailure. Enter admits an
+// origin query (breaker, then a foreground slot), Background a refresh
+// (only at once, only while closed), Warm a pre-warming query (closed, and
+// waits for a background slot), Admit any other statement (breaker only);
+// a Ticket's Exit gives its slot back and records the outcome. The Scope
+// counts what it refuses into the counters its ScopeConfig names.
+//
 // # Concurrency and time
 //
 // Every method of both types is safe for concurrent use. A Breaker's state
@@ -47,8 +59,9 @@
 // clock instead of sleeping; the limiter's queue timeout is a context
 // deadline, measured by the runtime's timers, not by a Clock.
 //
-// The package does not retry, does not count what it refuses (the caller
-// does, as it knows what was refused), and does not decide which requests
+// The Breaker and the Limiter do not retry, do not count what they refuse
+// (their caller does, as it knows what was refused; Scope is such a
+// caller), and does not decide which requests
 // go through it: a caller that lets a request bypass the breaker (a
 // statement inside a transaction, say) simply does not ask it.
 package guard

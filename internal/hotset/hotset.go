@@ -37,7 +37,16 @@
 // Reading is for untrusted input: Read takes at most MaxBytes, checks the
 // seal (Open) before anything is decoded, and keeps what Parse's Limits
 // allow; an argument comes back as exactly the Go value it was saved from,
-// or its key is dropped. Everything here is safe for concurrent use.
+// or its key is dropped.
+//
+// Build makes a hot set of the Shield's statement statistics, Merge folds
+// one into the fleet's (kept in the shared tier under FleetKey), and a
+// Warmer replays one on a scope: it judges each statement again through
+// its Target, the Shield's side (as if the application sent it now), and
+// lets the Target warm the keys of those it does not refuse, a bounded
+// number at a time; it counts and reports, and never reaches the cache nor
+// the database itself. Everything here but a Warmer's fields is safe for
+// concurrent use.
 package hotset
 
 import (
@@ -340,13 +349,16 @@ func Read(r io.Reader, keys [][]byte, trust bool, n, m int, lim Limits) (*Set, e
 	return Parse(body, n, m, lim)
 }
 
-// Parse reads a hot set (its format and version checked) and keeps at
-// most n statements (and never more than MaxStatements) of at most m keys
+// Parse reads a hot set of at most MaxBytes (its format and version
+// checked) and keeps at most n statements (and never more than MaxStatements) of at most m keys
 // (never more than lim.Keys) each: a statement without text or with a text
 // over lim.Text bytes is dropped, and so is a key whose arguments do not
 // decode (DecodeArgs) or exceed MaxArgs or lim.ArgBytes; a statement left
 // without keys is dropped. It fails with ErrBad on anything but a hot set.
 func Parse(data []byte, n, m int, lim Limits) (*Set, error) {
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrBad, MaxBytes)
+	}
 	var hs Set
 	if err := json.Unmarshal(data, &hs); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBad, err)

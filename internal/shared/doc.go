@@ -1,9 +1,9 @@
 // Package shared is a Shield's side of its shared tier (the Redis tier as
 // the Shield sees it): the state machine that decides whether a call goes
 // to the tier at all, the queue of invalidations the tier does not know of
-// yet, what a value in the tier holds and how it is read back, and the
-// floor of the fleet's writes that no value read from the tier may be
-// older than.
+// yet, what a value in the tier holds and how it is read back, the floor
+// of the fleet's writes that no value read from the tier may be older
+// than, and the Tier that uses them all over the Shield's tier.
 //
 // # When the tier is used
 //
@@ -88,20 +88,41 @@
 // which refuses more values than needed, never fewer. [EpochNames] are
 // the names a read checks in the tier, in the forms Learn reads.
 //
+// # The Shield's tier
+//
+// A [Tier] puts the above together over the Shield's tier, which it takes
+// in the root package's own types, by their shape ([Backend], [Value],
+// [Lease], [Message], [Pins]). It publishes a write ([Tier.BeginWrite],
+// [Tier.PublishWrite]: a sequence number, then the message's MAC, then
+// the floor, then the message) and hears those of other instances
+// ([Tier.Hear]: a message that is malformed or fails its MAC, unless
+// TierConfig.TrustMessages, changes nothing; one of this instance's own is
+// ignored; a resync moves every epoch). It gives a read its key
+// ([Tier.ReadKey]: none while the tier may not be called or a write to
+// its tables waits), fetches and checks its value ([Tier.Fetch]), stores
+// one under its lease's version ([Tier.Store]), and keeps a read's lease
+// ([Tier.Acquire], [Tier.Release], best effort even while the tier is
+// down; [Tier.Lead], a leader's look, lease and bounded wait for the
+// holder). [Secrets] turn a Shield's secrets into its keys, or the error
+// that refuses them; [Openers] are the tiers a DSN may name, one per
+// target, closed with its last user.
+//
 // # Concurrency
 //
 // A State is safe for concurrent use. At most one flush runs at a time, in
 // the background. Config.Down and Config.Up are called outside the State's
 // lock, once per transition. [State.Close] stops the retries and waits for
 // a running flush; calls in flight end on their own timeouts, and nothing
-// is started in the background after it.
+// is started in the background after it. A Tier is safe for concurrent
+// use as its State is, but the leases it is given (Acquire, Release,
+// Lead) are the caller's, one read's at a time; [Tier.Close] also stops
+// its subscription.
 //
-// A Floor is safe for concurrent use too; the other helpers hold no state
-// but the scan types this process has encoded.
+// A Floor and Openers are safe for concurrent use too; the other helpers
+// hold no state but the scan types this process has encoded.
 //
-// The package knows nothing of the Shield's flights, of the tier's
-// interface or of how a message is authenticated: the caller passes what a
-// call does (a function of its context) and how waiting writes are
-// published (Config.Flush), seals what Encode returns, and checks the
-// messages it hears before it raises the floor.
+// The package knows nothing of the Shield's flights, entries or policies:
+// the caller passes what a call does (a function of its context), how a
+// value found is judged (Tier.Lead's look), and the bounds a value is read
+// within.
 package shared
