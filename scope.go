@@ -58,12 +58,7 @@ type scope struct {
 
 	// The server's word (verify.go): verdicts per statement shape, write
 	// closures per table, and how the server reads '…' literals.
-	verdicts    atomic.Pointer[verdictMemo]
-	closures    atomic.Pointer[closureMemo]
-	probes      chan struct{} // bounds the probes (and closure lookups) running at once
-	pending     atomic.Int64  // probes waiting or running
-	nonStandard atomic.Bool   // standard_conforming_strings = off
-	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
+	verdicts *pgverdict.Book[*readFilter]
 
 	spare spareConns // real connections of no virtual one (realpool.go)
 	// lender is the virtual connection whose real connection most
@@ -98,7 +93,8 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 }
 
 func (s *Shield) newScope() *scope {
-	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc := &scope{id: s.scopeSeq.Add(1)}
+	sc.verdicts = pgverdict.NewBook[*readFilter](verdictHost{s, sc})
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	sc.spare.init(s, sc)
 	sc.guard.init(&s.opts, func(from, to breakerState) {
@@ -211,7 +207,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		if l := pgxLabel(rc); l != "" {
 			sc.setLabel(l, true) // a connector's scope: who it reached
 		}
-		sc.noteConn(rc)
+		sc.verdicts.NoteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
 		sc.spare.counted()
