@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlflight/sqlflight/internal/identity"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
@@ -42,7 +43,7 @@ type scope struct {
 	named     atomic.Bool
 	mixed     atomic.Bool
 	idMu      sync.Mutex
-	server    *serverID // the first real connection's
+	server    *identity.Server // the first real connection's
 
 	learned atomic.Bool
 	mu      sync.Mutex
