@@ -104,7 +104,7 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 	switch {
 	case !sc.postgres:
 		x.Provisional = "text only: the parent driver is not PostgreSQL, so no catalog can confirm the scanner's verdict"
-	case !sc.serverVerdicts():
+	case !sc.verdicts.Asks():
 		x.Provisional = "text only: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege)"
 	}
 	return x, nil
@@ -123,19 +123,19 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		}
 	}
 	f := s.routeQuiet(ctx, c, r, ask)
-	if ask && f.v == nil && c.sc.serverVerdicts() && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
+	if ask && f.v == nil && c.sc.verdicts.Asks() && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
 		// Not a candidate for sharing, but the verdict still says what it
 		// calls and whether it may write.
-		f.v = c.sc.verdictOf(s, r)
+		f.v = c.sc.verdicts.Of(r)
 	}
-	if v := f.v; v != nil && awaitVerdict(ctx, v) {
-		if v.err != nil {
-			x.Error = "the server's verdict could not be had: " + errorClass(v.err)
+	if v := f.v; v != nil && v.Await(ctx) {
+		if v.Err != nil {
+			x.Error = "the server's verdict could not be had: " + errorClass(v.Err)
 		} else {
-			sv := v.sv
+			sv := v.Server
 			x.Verified = true
 			x.Server = &sv
-			x.Server.Volatile = v.volatileUnvouched(f.a.Pure)
+			x.Server.Volatile = v.VolatileUnvouched(f.a.Pure)
 			x.Tables = f.tables
 			x.TablesKnown = f.known
 		}
@@ -194,16 +194,16 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 func reasonDetail(reason string, f *fate) string {
 	r := f.r
 	switch {
-	case reason == bypassNotShareable && f.v != nil && f.v.known() && f.v.err == nil:
-		sv := &f.v.sv
-		if vol := f.v.volatileUnvouched(f.a.Pure); len(vol) > 0 {
+	case reason == bypassNotShareable && f.v != nil && f.v.Known() && f.v.Err == nil:
+		sv := &f.v.Server
+		if vol := f.v.VolatileUnvouched(f.a.Pure); len(vol) > 0 {
 			return ": calls " + strings.Join(vol, ", ") + " (volatile; only the statement's pure= entry can vouch for it)"
 		}
 		if len(sv.PerSession) > 0 {
 			return ": reads " + strings.Join(sv.PerSession, ", ") + " (per-session value)"
 		}
-	case reason == bypassUnverified && f.v != nil && f.v.known() && f.v.err != nil:
-		return ": " + errorClass(f.v.err)
+	case reason == bypassUnverified && f.v != nil && f.v.Known() && f.v.Err != nil:
+		return ": " + errorClass(f.v.Err)
 	}
 	if reason == bypassNotShareable && r.Reason != "" && !strings.HasPrefix(r.Reason, reason) {
 		return ": " + r.Reason
@@ -220,9 +220,9 @@ func noCacheReason(f *fate) string {
 		return "not cached: no TTL (coalesced only)"
 	case r.Verdict != sqlscan.Shareable:
 		return "not cached: " + r.Reason + " (annotate a TTL in the statement to cache it)"
-	case f.v != nil && f.v.known() && f.v.sv.TimeDependent:
+	case f.v != nil && f.v.Known() && f.v.Server.TimeDependent:
 		return "not cached: depends on the clock (annotate a TTL in the statement to cache it)"
-	case f.v != nil && f.v.known() && (f.v.sv.UserFunctions || len(f.v.sv.Volatile) > 0):
+	case f.v != nil && f.v.Known() && (f.v.Server.UserFunctions || len(f.v.Server.Volatile) > 0):
 		return "not cached: calls user functions that are not IMMUTABLE (annotate a TTL in the statement to cache it)"
 	}
 	return "not cached: an argument is a date/time word that follows the clock (annotate a TTL in the statement to cache it)"

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/sqlflight/sqlflight/internal/feed"
+	"github.com/sqlflight/sqlflight/internal/identity"
 )
 
 // The change feed: every committed change to the database, whoever made it,
@@ -254,13 +255,13 @@ func (h *feedHost) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
 	h.sc.idMu.Lock()
 	want := h.sc.server
 	h.sc.idMu.Unlock()
-	got, ok, err := pgxIdentity(ctx, pc)
+	got, ok, err := identity.OfPgx(ctx, pc)
 	switch {
 	case err != nil:
 		return feed.Unavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errorClass(err))
 	case !ok || want == nil:
 		return feed.Unavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
-	case got.database != want.database || got.system != "" && want.system != "" && got.system != want.system:
+	case got.Database != want.Database || got.System != "" && want.System != "" && got.System != want.System:
 		return feed.Unavailable(nil, "Options.FeedDSN reaches another database than the scope's")
 	}
 	return nil

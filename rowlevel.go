@@ -239,7 +239,7 @@ func (c *conn) rowWriteOf(f *fate, st *sqlscan.Statement, closure []string) (row
 	default:
 		return rowWrite{}, false
 	}
-	rf, ok := sqlscan.Filter(r.Normalized, c.sc.nonStandard.Load())
+	rf, ok := sqlscan.Filter(r.Normalized, c.sc.verdicts.NonStandard())
 	if !ok {
 		return rowWrite{}, false
 	}
