@@ -105,7 +105,7 @@ func drawJitter(e *entry) {
 // live page's sampling (Handler). Queries through the Shield keep working,
 // uncached, after Close. Close does not close any *sql.DB.
 func (s *Shield) Close() error {
-	s.closeFeeds()
+	s.feedStats.Stop()
 	s.load.close()
 	if ts := s.tier; ts != nil {
 		if ts.stop != nil {

@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/identity"
@@ -55,12 +54,6 @@ type serverID struct {
 // serverIDOf is id in the root's spelling.
 func serverIDOf(id identity.Server) serverID {
 	return serverID{system: id.System, database: id.Database, roles: id.Roles}
-}
-
-// pgxIdentity asks a pgx connection's server who it is (identity.OfPgx).
-func pgxIdentity(ctx context.Context, pc *pgconn.PgConn) (serverID, bool, error) {
-	id, ok, err := identity.OfPgx(ctx, pc)
-	return serverIDOf(id), ok, err
 }
 
 // errOtherRole refuses a real connection that logged in as another role

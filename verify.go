@@ -16,6 +16,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/memo"
 	"github.com/sqlflight/sqlflight/internal/route"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -57,7 +58,7 @@ type verdict struct {
 	params []uint32 // parameter type OIDs
 	// rows is the statement's row filter, when its reads may be tagged
 	// by the rows they select (row-level invalidation).
-	rows *readFilter
+	rows *rowlevel.ReadFilter
 }
 
 func (v *verdict) known() bool { return v.done.Load() }
@@ -418,8 +419,8 @@ func (sc *scope) writeClosure(ctx context.Context, s *Shield, tables []string) (
 // classes of its table's columns from the catalog (the Shield remembers
 // them for the writes and changes to that table), or nil when its reads
 // are judged by their table.
-func (sc *scope) learnRows(ctx context.Context, s *Shield, conn pgverdict.Session, r *sqlscan.Result, v *verdict) *readFilter {
-	rf, table := readFilterOf(r, sc.nonStandard.Load())
+func (sc *scope) learnRows(ctx context.Context, s *Shield, conn pgverdict.Session, r *sqlscan.Result, v *verdict) *rowlevel.ReadFilter {
+	rf, table := rowlevel.FilterOf(r, sc.nonStandard.Load())
 	if rf == nil {
 		return nil
 	}
@@ -427,6 +428,6 @@ func (sc *scope) learnRows(ctx context.Context, s *Shield, conn pgverdict.Sessio
 	if err != nil {
 		return nil
 	}
-	s.rowCols.set(table, cols, v.gen)
-	return newReadFilter(rf, table, cols, v.params)
+	s.rowCols.Set(table, cols, v.gen)
+	return rowlevel.NewReadFilter(rf, table, cols, v.params)
 }
