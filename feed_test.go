@@ -213,3 +213,17 @@ func TestFeedHostLogsNoErrorText(t *testing.T) {
 		t.Fatalf("Stats: state %q, %d errors, last %q", st.FeedState, st.FeedErrors, st.FeedLastError)
 	}
 }
+
+// TestFeedConstantsAreTheFeeds: the exported modes and defaults of the
+// feed are the ones the feed package reads and applies.
+func TestFeedConstantsAreTheFeeds(t *testing.T) {
+	if string(FeedReplication) != feed.ModeReplication || string(FeedNotify) != feed.ModeNotify || FeedNone != "" {
+		t.Errorf("modes %q, %q, %q", FeedReplication, FeedNotify, FeedNone)
+	}
+	if DefaultFeedPublication != feed.DefaultPublication || DefaultFeedLeaseTTL != feed.DefaultLeaseTTL {
+		t.Errorf("defaults %q, %v", DefaultFeedPublication, DefaultFeedLeaseTTL)
+	}
+	if NotifyChannel != feed.NotifyChannel || TriggerSchema != feed.TriggerSchema {
+		t.Errorf("channel %q, schema %q", NotifyChannel, TriggerSchema)
+	}
+}
