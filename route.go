@@ -9,6 +9,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/route"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -171,8 +172,8 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
 	// alone (as the server or its tables= annotation says).
-	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.Rows.table {
-		f.rows = v.Rows.deps(args)
+	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.Rows.Table {
+		f.rows = v.Rows.Deps(args)
 	}
 }
 
@@ -399,7 +400,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case named:
 		// The annotation's word on what it may change: its rows, when it
 		// names the statement's one table.
-		if rw, ok := c.rowWriteOf(f, st, f.a.Fields.Tables); ok {
+		if rw, ok := rowlevel.WriteOf(f.r, st, f.args, c.sc.verdicts.NonStandard(), f.a.Fields.Tables, &c.s.rowCols, &c.s.schemaGen); ok {
 			return write{known: true, rows: []rowWrite{rw}}, true
 		}
 		return write{tables: f.a.Fields.Tables, known: true}, true
@@ -410,7 +411,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	}
 	tables, known := c.sc.verdicts.WriteClosure(ctx, st.Writes)
 	if known {
-		if rw, ok := c.rowWriteOf(f, st, tables); ok {
+		if rw, ok := rowlevel.WriteOf(f.r, st, f.args, c.sc.verdicts.NonStandard(), tables, &c.s.rowCols, &c.s.schemaGen); ok {
 			// It writes only rows it names (its closure is its own table).
 			return write{known: true, rows: []rowWrite{rw}}, true
 		}
@@ -503,7 +504,7 @@ func (w *writeSet) add(wr write) {
 	}
 	w.tables = append(w.tables, wr.tables...)
 	for _, rw := range wr.rows {
-		if len(w.rows) >= maxTxRows {
+		if len(w.rows) >= rowlevel.MaxTxRows {
 			w.tables = append(w.tables, rw.Table) // too many to remember: the table
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/errtext"
 	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/memo"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 )
 
 // Errors callers may branch on with errors.Is.
@@ -257,7 +258,7 @@ type Shield struct {
 
 	flights flightGroup
 	epochs  epochs
-	rowCols rowColumns // column classes of tables, for row-level invalidation
+	rowCols rowlevel.Columns // column classes of tables, for row-level invalidation
 	store   store
 	stats   counters
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -68,7 +69,7 @@ func (h verdictHost) Spare(ctx context.Context, f func(pgverdict.Session) error)
 // the writes and changes to that table), or nil when its reads are judged
 // by their table.
 func (h verdictHost) Rows(ctx context.Context, conn pgverdict.Session, r *sqlscan.Result, v *verdict) *readFilter {
-	rf, table := readFilterOf(r, h.sc.verdicts.NonStandard())
+	rf, table := rowlevel.FilterOf(r, h.sc.verdicts.NonStandard())
 	if rf == nil {
 		return nil
 	}
@@ -76,8 +77,8 @@ func (h verdictHost) Rows(ctx context.Context, conn pgverdict.Session, r *sqlsca
 	if err != nil {
 		return nil
 	}
-	h.s.rowCols.set(table, cols, v.Gen)
-	return newReadFilter(rf, table, cols, v.Params)
+	h.s.rowCols.Set(table, cols, v.Gen)
+	return rowlevel.NewReadFilter(rf, table, cols, v.Params)
 }
 
 // Probed counts a probe and warns of its failure.
