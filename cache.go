@@ -106,7 +106,7 @@ func (s *Shield) cache() *store {
 // live page's sampling (Handler). Queries through the Shield keep working,
 // uncached, after Close. Close does not close any *sql.DB.
 func (s *Shield) Close() error {
-	s.closeFeeds()
+	s.feedStats.Stop()
 	s.load.Close()
 	if ts := s.tier; ts != nil {
 		ts.Close() // stops hearing other instances (idempotent)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/dsnparam"
+	"github.com/sqlflight/sqlflight/internal/feed"
 )
 
 // dsnPrefix marks the DSN parameters that configure sqlflight itself. They
@@ -69,10 +70,12 @@ func applyDSN(o *Options, params map[string]string) error {
 		case "insecure_trust_shared_tier":
 			o.InsecureTrustSharedTier, err = strconv.ParseBool(v)
 		case "feed":
-			o.Feed, err = parseFeedMode(v)
+			var m string
+			m, err = feed.ParseMode(v)
+			o.Feed = FeedMode(m)
 		case "feed_publication":
 			o.FeedPublication = v
-			if !validPublication(v) {
+			if !feed.ValidPublication(v) {
 				err = errors.New("1 to 63 letters, digits, '_' or '$'")
 			}
 		case "feed_dsn":

@@ -103,7 +103,7 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 	switch {
 	case !sc.postgres:
 		x.Provisional = "text only: the parent driver is not PostgreSQL, so no catalog can confirm the scanner's verdict"
-	case !sc.serverVerdicts():
+	case !sc.verdicts.Asks():
 		x.Provisional = "text only: the server refuses the probe (a hot standby, a read-only default, or no TEMPORARY privilege)"
 	}
 	return x, nil
@@ -122,32 +122,32 @@ func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		}
 	}
 	f := s.routeQuiet(ctx, c, r, ask)
-	if ask && f.v == nil && c.sc.serverVerdicts() && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
+	if ask && f.v == nil && c.sc.verdicts.Asks() && len(r.Statements) == 1 && r.Kind == sqlscan.KindSelect {
 		// Not a candidate for sharing, but the verdict still says what it
 		// calls and whether it may write.
-		f.v = c.sc.verdictOf(s, r)
+		f.v = c.sc.verdicts.Of(r)
 	}
-	if v := f.v; v != nil && awaitVerdict(ctx, v) {
-		if v.err != nil {
-			x.Error = "the server's verdict could not be had: " + errText.Class(v.err)
+	if v := f.v; v != nil && v.Await(ctx) {
+		if v.Err != nil {
+			x.Error = "the server's verdict could not be had: " + errText.Class(v.Err)
 		} else {
-			sv := v.sv
+			sv := v.Server
 			x.Verified = true
 			x.Server = &sv
-			x.Server.Volatile = v.volatileUnvouched(f.a.Pure)
+			x.Server.Volatile = v.VolatileUnvouched(f.a.Pure)
 			x.Tables = f.tables
 			x.TablesKnown = f.known
 		}
 	}
 	x.Policy = f.plan.pol
 	why := route.Why{Reason: f.reason, Scan: r, Soft: f.plan.pol.Soft, NoCache: f.plan.pol.NoCache}
-	if v := f.v; v != nil && v.known() {
-		why.Known, why.Failed = true, v.err != nil
-		if v.err != nil {
-			why.Err = errText.Class(v.err)
+	if v := f.v; v != nil && v.Known() {
+		why.Known, why.Failed = true, v.Err != nil
+		if v.Err != nil {
+			why.Err = errText.Class(v.Err)
 		}
-		why.Unvouched, why.PerSession = v.volatileUnvouched(f.a.Pure), v.sv.PerSession
-		why.TimeDependent, why.UserFunctions, why.Volatile = v.sv.TimeDependent, v.sv.UserFunctions, len(v.sv.Volatile) > 0
+		why.Unvouched, why.PerSession = v.VolatileUnvouched(f.a.Pure), v.Server.PerSession
+		why.TimeDependent, why.UserFunctions, why.Volatile = v.Server.TimeDependent, v.Server.UserFunctions, len(v.Server.Volatile) > 0
 	}
 	switch reason := f.reason; {
 	case reason == bypassWrite:

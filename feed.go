@@ -2,18 +2,14 @@ package sqlflight
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql/driver"
-	"encoding/hex"
-	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/sqlflight/sqlflight/internal/feed"
+	"github.com/sqlflight/sqlflight/internal/identity"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 )
 
 // The change feed: every committed change to the database, whoever made it,
@@ -82,102 +78,49 @@ const (
 // password or data of the database.
 var ErrFeedUnavailable = feed.ErrUnavailable
 
-// validPublication reports whether name may name a publication: letters,
-// digits, '_' and '$', at most 63 bytes (it is quoted as given, so case
-// matters).
-func validPublication(name string) bool { return feed.ValidPublication(name) }
-
 // feedCounters are a Shield's feeds, one per scope, and their counters
 // (feed.Group).
 type feedCounters = feed.Group
 
 // scopeFeed is the change feed of one scope: its lifecycle (start, lease,
-// back-off, state) is feed.Feed's, over the scope's feedHost.
+// back-off, state) is feed.Feed's, over the scope's feed.Scope.
 type scopeFeed = feed.Feed
 
-// feedHost is what the feed of one scope needs from its Shield (feed.Host):
-// its source's stream, the fleet's lease through the shared tier, the
-// Shield's invalidations, its log, and the scope's open connections.
+// feedHost is what the feed of one scope needs from its Shield
+// (feed.Cache): the fleet's lease through the shared tier, the Shield's
+// invalidations, and who the scope's server is.
 type feedHost struct {
-	s    *Shield
-	sc   *scope
-	mode FeedMode
-	cfg  *pgx.ConnConfig // Options.FeedDSN's, or the scope's first real connection's
-	own  bool            // cfg is FeedDSN's: check that it reaches the scope's database
+	s  *Shield
+	sc *scope
 }
+
+var _ feed.Cache = (*feedHost)(nil)
 
 // startFeed starts the feed of sc, whose first real connection is rc,
 // when the Shield has one, and waits until it is established (or, in a
 // fleet, until it knows another instance holds it). It returns an error
 // wrapping ErrFeedUnavailable when it cannot; sc then has no feed.
 func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error {
-	mode := s.opts.Feed
-	if mode == FeedNone {
+	if s.opts.Feed == FeedNone {
 		return nil
 	}
-	switch mode {
-	case FeedReplication, FeedNotify:
-	default:
-		return feed.Unavailable(nil, "unknown Options.Feed %q (want %q or %q)", string(mode), FeedReplication, FeedNotify)
+	fs := feed.Scope{
+		Mode: string(s.opts.Feed), DSN: s.opts.FeedDSN, Conn: rc,
+		Publication: s.opts.FeedPublication, LeaseTTL: s.opts.FeedLeaseTTL,
+		Live: sc.live.Load, Logger: s.log, ErrAttr: errText.Attr, Classify: errText.Class, Group: &s.feedStats,
 	}
-	if mode == FeedReplication && !validPublication(s.feedPublication()) {
-		return feed.Unavailable(nil, "Options.FeedPublication must be 1 to 63 letters, digits, '_' or '$'")
-	}
-	var cfg *pgx.ConnConfig
-	own := s.opts.FeedDSN != ""
-	switch pc, ok := rc.(*stdlib.Conn); {
-	case own:
-		var err error
-		if cfg, err = pgx.ParseConfig(s.opts.FeedDSN); err != nil {
-			// pgx's error may quote the DSN: not shown.
-			return feed.Unavailable(nil, "Options.FeedDSN does not parse as a PostgreSQL DSN (the value is not shown)")
-		}
-	case ok:
-		cfg = pc.Conn().Config()
-	default:
-		return feed.Unavailable(nil, "a change feed needs a pgx connection, and this scope's parent driver is not pgx v5: set Options.FeedDSN (sqlflight.feed_dsn) to a DSN for the feed")
-	}
-	fc := feed.Config{Mode: string(mode), Classify: errText.Class, Group: &s.feedStats}
 	if s.tier != nil && sc.sharing() {
-		sum := sha256.Sum256([]byte("sqlflight feed\x00" + sc.shared))
-		fc.Fleet = "feed-" + hex.EncodeToString(sum[:])
-		fc.LeaseTTL = s.opts.FeedLeaseTTL // how long the fleet's feed lease lasts
-		if fc.LeaseTTL <= 0 {
-			fc.LeaseTTL = DefaultFeedLeaseTTL
-		}
+		fs.Fleet = sc.shared
 	}
-	f := feed.New(&feedHost{s: s, sc: sc, mode: mode, cfg: cfg, own: own}, fc)
-	if err := f.Start(ctx); err != nil {
+	f, err := fs.Start(ctx, &feedHost{s: s, sc: sc})
+	if err != nil {
 		return err
 	}
-	s.feedStats.Add(f)
 	sc.feed.Store(f)
 	if s.isClosed() {
 		f.Stop()
 	}
 	return nil
-}
-
-// feedPublication is the publication a replication feed reads.
-func (s *Shield) feedPublication() string {
-	if s.opts.FeedPublication != "" {
-		return s.opts.FeedPublication
-	}
-	return DefaultFeedPublication
-}
-
-// closeFeeds ends every feed of s (Shield.Close).
-func (s *Shield) closeFeeds() { s.feedStats.Stop() }
-
-// Stream runs one stream of the scope's feed, NOTIFY or replication, with
-// the feed's connection configuration.
-func (h *feedHost) Stream(ctx context.Context, sink feed.Sink) error {
-	src := feed.Source{Conn: h.cfg, SameServer: h.sameServer, Classify: errText.Class}
-	if h.mode == FeedNotify {
-		return feed.Notify(ctx, src, sink)
-	}
-	src.Publication = h.s.feedPublication()
-	return feed.Replicate(ctx, src, sink)
 }
 
 // Lease tries to take the fleet's feed lease on key through the shared
@@ -193,16 +136,13 @@ func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (fe
 	return feed.Lease{Token: lease.Token, Version: lease.Version}, err == nil && lease.Held, err
 }
 
-// tierLease is the tier's form of a lease Lease took.
-func tierLease(l feed.Lease) Lease { return Lease{Held: true, Token: l.Token, Version: l.Version} }
-
 // Renew extends the fleet's feed lease l on key through the shared tier.
 func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time.Duration) (bool, error) {
 	ts := h.s.tier
 	var held bool
 	err := ts.Call(ctx, func(c context.Context) error {
 		var err error
-		held, err = ts.T.Renew(c, ts.NS, key, tierLease(l), ttl)
+		held, err = ts.T.Renew(c, ts.NS, key, Lease{Held: true, Token: l.Token, Version: l.Version}, ttl)
 		return err
 	})
 	return held, err
@@ -213,57 +153,35 @@ func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time
 func (h *feedHost) Release(ctx context.Context, key string, l feed.Lease) error {
 	ts := h.s.tier
 	return ts.Call(ctx, func(c context.Context) error {
-		return ts.T.Release(c, ts.NS, key, tierLease(l))
+		return ts.T.Release(c, ts.NS, key, Lease{Held: true, Token: l.Token, Version: l.Version})
 	})
 }
 
-// Bump drops every cached entry, in the fleet too.
-func (h *feedHost) Bump() { h.s.bump(nil, false) }
-
-// Apply invalidates what the changes may have changed (applyChanges).
-func (h *feedHost) Apply(cs []feed.Change) { h.s.applyChanges(changesOf(cs)) }
-
-// Log writes a log line of the feed to the Shield's logger, its "error"
-// attribute as errText.Attr describes the error: without its text.
-func (h *feedHost) Log(level slog.Level, msg string, attrs ...any) {
-	out := make([]any, 0, len(attrs))
-	for i := 0; i < len(attrs); i++ {
-		if k, ok := attrs[i].(string); ok && k == "error" && i+1 < len(attrs) {
-			err, _ := attrs[i+1].(error)
-			out = append(out, errText.Attr(err))
-			i++
-			continue
-		}
-		out = append(out, attrs[i])
-	}
-	h.s.log.Log(context.Background(), level, msg, out...)
+// Apply invalidates what committed changes may have changed, as writes
+// through the Shield do, in this process and, with a shared tier, in the
+// fleet (which hears of the tables): the rows they pin, the tables they
+// write as a whole, or every table (rowlevel.Changes).
+func (h *feedHost) Apply(cs []feed.Change) {
+	tables, rows, known := rowlevel.Changes(cs, &h.s.rowCols, &h.s.schemaGen)
+	h.s.bumpWrite(write{tables: tables, known: known, rows: rows})
 }
 
-// Live returns how many virtual connections of the scope are open.
-func (h *feedHost) Live() int64 { return h.sc.live.Load() }
-
-// sameServer checks, when the feed connects with Options.FeedDSN, that its
-// connection pc reaches the scope's database: the same database (its OID)
-// of the same server (its system identifier, where both roles may read
-// it). A feed watching another database would report nothing and look
-// current.
-func (h *feedHost) sameServer(ctx context.Context, pc *pgconn.PgConn) error {
-	if !h.own {
-		return nil
-	}
+// Server returns what the scope's first real connection's server said of
+// itself.
+func (h *feedHost) Server() (feed.Server, bool) {
 	h.sc.idMu.Lock()
-	want := h.sc.server
-	h.sc.idMu.Unlock()
-	got, ok, err := pgxIdentity(ctx, pc)
-	switch {
-	case err != nil:
-		return feed.Unavailable(err, "cannot tell which database Options.FeedDSN reaches (%s)", errText.Class(err))
-	case !ok || want == nil:
-		return feed.Unavailable(nil, "cannot tell whether Options.FeedDSN reaches the scope's database")
-	case got.database != want.database || got.system != "" && want.system != "" && got.system != want.system:
-		return feed.Unavailable(nil, "Options.FeedDSN reaches another database than the scope's")
+	defer h.sc.idMu.Unlock()
+	if id := h.sc.server; id != nil {
+		return feed.Server{System: id.System, Database: id.Database}, true
 	}
-	return nil
+	return feed.Server{}, false
+}
+
+// Identify asks the server of pc, a feed's connection, who it is
+// (identity.OfPgx).
+func (h *feedHost) Identify(ctx context.Context, pc *pgconn.PgConn) (feed.Server, bool, error) {
+	id, ok, err := identity.OfPgx(ctx, pc)
+	return feed.Server{System: id.System, Database: id.Database}, ok, err
 }
 
 // feedSnapshot fills the feed fields of st.
@@ -279,13 +197,4 @@ func (s *Shield) feedSnapshot(st *Stats) {
 	st.FeedResyncs = fs.Resyncs
 	st.FeedErrors = fs.Errors
 	st.FeedDelay = fs.Delay
-}
-
-// parseFeedMode reads the sqlflight.feed DSN parameter.
-func parseFeedMode(v string) (FeedMode, error) {
-	switch m := FeedMode(strings.ToLower(v)); m {
-	case FeedReplication, FeedNotify, FeedNone:
-		return m, nil
-	}
-	return "", fmt.Errorf("want %q or %q", FeedReplication, FeedNotify)
 }

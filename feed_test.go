@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/feed"
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 // Renew makes memTier a Leaser: compare-and-extend.
@@ -88,13 +89,27 @@ func TestFeedUnavailableIsTheFeedsError(t *testing.T) {
 	}
 }
 
-// streamHost is a scope's feedHost whose stream is the test's: each stream
-// hands its sink to the test and runs until its context ends, or ends at
-// once with fail's error when set.
+// streamHost is the Host of a scope's feed over its feedHost whose stream
+// is the test's: each stream hands its sink to the test and runs until its
+// context ends, or ends at once with fail's error when set.
 type streamHost struct {
-	*feedHost
+	feed.Host
 	sinks chan feed.Sink
 	fail  error
+}
+
+// scopeHost returns the Host of the feed of a scope of s in mode, over the
+// scope's feedHost, as startFeed makes it (with a DSN of its own: no
+// connection is ever opened).
+func scopeHost(t *testing.T, s *Shield, mode FeedMode) feed.Host {
+	t.Helper()
+	sc := &scope{}
+	h, err := feed.Scope{Mode: string(mode), DSN: "postgres://127.0.0.1/test", Live: sc.live.Load,
+		Logger: s.log, ErrAttr: errText.Attr, Classify: errText.Class, Group: &s.feedStats}.Host(&feedHost{s: s, sc: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // Stream hands sink over, establishes the stream and waits for its end.
@@ -113,11 +128,13 @@ func (h streamHost) Stream(ctx context.Context, sink feed.Sink) error {
 // changes, Reapply invalidates without counting, Resync drops everything
 // and counts a resync, a late transaction makes the feed lagging and
 // CaughtUp current again, all in Stats; and the changes keep their table,
-// rows and wholeness.
+// rows and wholeness: a change of one row of a table whose column classes
+// are known ends the reads of that row alone, a whole change every read
+// of the table.
 func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	s := New()
 	defer s.Close()
-	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedReplication}, sinks: make(chan feed.Sink, 1)}
+	h := streamHost{Host: scopeHost(t, s, FeedReplication), sinks: make(chan feed.Sink, 1)}
 	f := feed.New(h, feed.Config{Mode: string(FeedReplication), Classify: errText.Class, Group: &s.feedStats})
 	if err := f.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -158,10 +175,17 @@ func TestFeedSinkAppliesAndCounts(t *testing.T) {
 	if st := s.Stats(); st.FeedState != feed.Current || st.FeedLag != 0 {
 		t.Errorf("after CaughtUp: state %q, lag %v", st.FeedState, st.FeedLag)
 	}
-	cs := changesOf([]feed.Change{{Table: "public.items", Whole: true}, {Table: "s.t", Old: map[string]*string{"id": nil}, New: map[string]*string{"id": &v}}})
-	if len(cs) != 2 || cs[0].table != "public.items" || !cs[0].whole || cs[1].table != "s.t" || cs[1].whole ||
-		len(cs[1].old) != 1 || cs[1].old["id"] != nil || cs[1].new["id"] != &v || changesOf(nil) != nil {
-		t.Errorf("changesOf: %+v", cs)
+	s.rowCols.Set("items", map[string]pgverdict.ColClass{"id": pgverdict.ClassInt}, s.schemaGen.Load())
+	id5, id6 := tagged("items", []string{"id"}, []string{"5"}), tagged("items", []string{"id"}, []string{"6"})
+	seq := s.epochs.Now()
+	k.Apply([]feed.Change{{Table: "s.items", Old: map[string]*string{"id": nil}, New: map[string]*string{"id": &v}}}, time.Time{})
+	if s.epochs.UnchangedFor(seq, []string{"items"}, true, id5) || !s.epochs.UnchangedFor(seq, []string{"items"}, true, id6) {
+		t.Error("a change of the row id = 5 did not end the read of id = 5 alone")
+	}
+	seq = s.epochs.Now()
+	k.Apply([]feed.Change{{Table: "s.items", Whole: true}}, time.Time{})
+	if s.epochs.UnchangedFor(seq, []string{"items"}, true, id6) {
+		t.Error("a whole change of the table left the read of id = 6")
 	}
 }
 
@@ -174,7 +198,7 @@ func TestFeedHostLogsNoErrorText(t *testing.T) {
 	s := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s.Close()
 	secret := errors.New("row alice@example.com broke the stream")
-	h := streamHost{feedHost: &feedHost{s: s, sc: &scope{}, mode: FeedNotify}, fail: secret}
+	h := streamHost{Host: scopeHost(t, s, FeedNotify), fail: secret}
 	f := feed.New(h, feed.Config{Mode: string(FeedNotify), Classify: errText.Class, Group: &s.feedStats})
 	s.feedStats.Add(f)
 	if err := f.Start(context.Background()); err != secret {
@@ -187,5 +211,19 @@ func TestFeedHostLogsNoErrorText(t *testing.T) {
 	}
 	if st := s.Stats(); st.FeedState != feed.Down || st.FeedErrors != 1 || st.FeedLastError != errText.Class(secret) {
 		t.Fatalf("Stats: state %q, %d errors, last %q", st.FeedState, st.FeedErrors, st.FeedLastError)
+	}
+}
+
+// TestFeedConstantsAreTheFeeds: the exported modes and defaults of the
+// feed are the ones the feed package reads and applies.
+func TestFeedConstantsAreTheFeeds(t *testing.T) {
+	if string(FeedReplication) != feed.ModeReplication || string(FeedNotify) != feed.ModeNotify || FeedNone != "" {
+		t.Errorf("modes %q, %q, %q", FeedReplication, FeedNotify, FeedNone)
+	}
+	if DefaultFeedPublication != feed.DefaultPublication || DefaultFeedLeaseTTL != feed.DefaultLeaseTTL {
+		t.Errorf("defaults %q, %v", DefaultFeedPublication, DefaultFeedLeaseTTL)
+	}
+	if NotifyChannel != feed.NotifyChannel || TriggerSchema != feed.TriggerSchema {
+		t.Errorf("channel %q, schema %q", NotifyChannel, TriggerSchema)
 	}
 }

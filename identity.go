@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/guard"
@@ -41,29 +40,6 @@ import (
 // in as another role than the scope's first is refused: the scope's cached
 // rows are the first role's.
 
-// fleetName is the name of what dsn resolves to (identity.Resolution's
-// Name).
-func fleetName(parent driver.Driver, dsn string) string { return identity.Resolve(parent, dsn).Name }
-
-// serverID is what a real connection's server says of itself
-// (identity.Server).
-type serverID struct {
-	system   string // pg_control_system().system_identifier; "" if the role may not read it
-	database string // the database's OID
-	roles    string // session_user and current_user
-}
-
-// serverIDOf is id in the root's spelling.
-func serverIDOf(id identity.Server) serverID {
-	return serverID{system: id.System, database: id.Database, roles: id.Roles}
-}
-
-// pgxIdentity asks a pgx connection's server who it is (identity.OfPgx).
-func pgxIdentity(ctx context.Context, pc *pgconn.PgConn) (serverID, bool, error) {
-	id, ok, err := identity.OfPgx(ctx, pc)
-	return serverIDOf(id), ok, err
-}
-
 // errOtherRole refuses a real connection that logged in as another role
 // than its scope's first.
 var errOtherRole = errors.New("sqlflight: a new connection of this scope logged in as another role than its first " +
@@ -96,15 +72,14 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 // database takes the scope off the shared tier, and one that logged in as
 // another role is refused.
 func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error {
-	postgres := isPgx(rc)
+	_, postgres := rc.(*stdlib.Conn)
 	if _, double := rc.(identity.Identifier); !postgres && !double {
 		postgres = sc.detect(ctx, rc) > 0
 	}
-	told, ok, err := identity.Of(ctx, rc, postgres)
+	id, ok, err := identity.Of(ctx, rc, postgres)
 	if err != nil {
 		return err
 	}
-	id := serverIDOf(told)
 	sc.idMu.Lock()
 	defer sc.idMu.Unlock()
 	if !ok {
@@ -126,31 +101,25 @@ func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error 
 		sc.server = &id
 		switch {
 		case sc.fleetBase == "":
-		case id.system == "":
+		case id.System == "":
 			s.warned.Warn(s.log, "identity", "", "sqlflight: this role may not call pg_control_system(), which tells the server's "+
 				"system identifier; a scope's results stay out of the shared tier")
 		default:
-			sc.shared = sc.fleetBase + "\x00server\x00" + id.system + "\x00" + id.database + "\x00" + id.roles
+			sc.shared = sc.fleetBase + "\x00server\x00" + id.System + "\x00" + id.Database + "\x00" + id.Roles
 			sc.named.Store(true)
 		}
 		return nil
 	}
 	first := sc.server
-	if id.roles != first.roles {
+	if id.Roles != first.Roles {
 		return errOtherRole
 	}
-	if (id.system != first.system || id.database != first.database) && !sc.mixed.Swap(true) && sc.fleetBase != "" {
+	if (id.System != first.System || id.Database != first.Database) && !sc.mixed.Swap(true) && sc.fleetBase != "" {
 		s.warned.Warn(s.log, "identity-mixed", "", "sqlflight: a connection of a scope reached another server or database than "+
 			"its first (a failover to another cluster, or a database made anew); the scope leaves the shared tier",
-			"system_identifier", first.system+" → "+id.system)
+			"system_identifier", first.System+" → "+id.System)
 	}
 	return nil
-}
-
-// isPgx reports whether rc is a pgx connection.
-func isPgx(rc driver.Conn) bool {
-	_, ok := rc.(*stdlib.Conn)
-	return ok
 }
 
 // sharing reports whether the scope's reads may use the shared tier: it

@@ -27,7 +27,7 @@ func (sc *scope) anyReal(ctx context.Context, s *Shield) (rc driver.Conn, reused
 		return nil, false, err
 	}
 	if !reused {
-		sc.noteConn(rc)
+		sc.verdicts.NoteConn(rc)
 	}
 	return rc, reused, nil
 }

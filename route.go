@@ -9,6 +9,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/annotation"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/route"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -92,7 +93,7 @@ type fate struct {
 
 // scan returns the scanner's view of query as the scope's server reads it.
 func (c *conn) scan(query string) *sqlscan.Result {
-	if c.sc.nonStandard.Load() {
+	if c.sc.verdicts.NonStandard() {
 		return sqlscan.ScanNonStandard(query)
 	}
 	return sqlscan.Scan(query)
@@ -148,18 +149,18 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 	if ask {
 		in.Verdict = func() (route.Verdict, bool) {
-			f.v = c.sc.verdictOf(s, r)
+			f.v = c.sc.verdicts.Of(r)
 			v := f.v
 			if v == nil {
 				return route.Verdict{}, false // none to be had: judged on the text
 			}
-			if !c.awaitVerdict(ctx, v) || v.err != nil {
+			if !c.awaitVerdict(ctx, v) || v.Err != nil {
 				return route.Verdict{}, true
 			}
 			return route.Verdict{
-				Verified: true, Volatile: v.sv.Volatile, PerSession: v.sv.PerSession,
-				TimeDependent: v.sv.TimeDependent, UserFunctions: v.sv.UserFunctions,
-				Tables: v.tables, TablesKnown: v.sv.TablesKnown,
+				Verified: true, Volatile: v.Server.Volatile, PerSession: v.Server.PerSession,
+				TimeDependent: v.Server.TimeDependent, UserFunctions: v.Server.UserFunctions,
+				Tables: v.Tables, TablesKnown: v.Server.TablesKnown,
 			}, true
 		}
 	}
@@ -171,8 +172,8 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
 	// alone (as the server or its tables= annotation says).
-	if v := f.v; v != nil && v.rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.rows.table {
-		f.rows = v.rows.deps(args)
+	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.Rows.Table {
+		f.rows = v.Rows.Deps(args)
 	}
 }
 
@@ -399,7 +400,7 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case named:
 		// The annotation's word on what it may change: its rows, when it
 		// names the statement's one table.
-		if rw, ok := c.rowWriteOf(f, st, f.a.Fields.Tables); ok {
+		if rw, ok := rowlevel.WriteOf(f.r, st, f.args, c.sc.verdicts.NonStandard(), f.a.Fields.Tables, &c.s.rowCols, &c.s.schemaGen); ok {
 			return write{known: true, rows: []rowWrite{rw}}, true
 		}
 		return write{tables: f.a.Fields.Tables, known: true}, true
@@ -408,9 +409,9 @@ func (c *conn) writeOf(ctx context.Context, f *fate, st *sqlscan.Statement) (wri
 	case len(st.Writes) == 0:
 		return write{}, false // a volatile built-in (random(), …) changes no table
 	}
-	tables, known := c.sc.writeClosure(ctx, c.s, st.Writes)
+	tables, known := c.sc.verdicts.WriteClosure(ctx, st.Writes)
 	if known {
-		if rw, ok := c.rowWriteOf(f, st, tables); ok {
+		if rw, ok := rowlevel.WriteOf(f.r, st, f.args, c.sc.verdicts.NonStandard(), tables, &c.s.rowCols, &c.s.schemaGen); ok {
 			// It writes only rows it names (its closure is its own table).
 			return write{known: true, rows: []rowWrite{rw}}, true
 		}
@@ -452,26 +453,26 @@ func (fx *callEffects) of(ctx context.Context, c *conn, f *fate) callEffects {
 	unvouched := len(r.Unknown) > 0 && !route.AllPure(f.a.Pure, r.Unknown)
 	// The scanner's view, until the server says otherwise.
 	fx.write, fx.session = unvouched, unvouched
-	if !c.sc.serverVerdicts() || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect {
+	if !c.sc.verdicts.Asks() || len(r.Statements) != 1 || r.Kind != sqlscan.KindSelect {
 		// A verdict is asked for single SELECTs only.
 		return *fx
 	}
 	v := f.v
 	if v == nil {
-		v = c.sc.verdictOf(c.s, r)
+		v = c.sc.verdicts.Of(r)
 	}
 	switch {
-	case !awaitVerdict(ctx, v):
+	case !v.Await(ctx):
 		// Not known in time: it may have done anything.
 		fx.write, fx.session = true, true
 		return *fx
-	case v.err != nil:
+	case v.Err != nil:
 		// The server could not plan it (a missing table, a temporary
 		// table of this session, a lock): the scanner's view.
 		return *fx
 	}
 	fx.write, fx.session = false, false
-	for _, fn := range v.sv.Functions {
+	for _, fn := range v.Server.Functions {
 		switch {
 		case fn.Builtin && pgverdict.RunsSQL(fn.Name):
 			// query_to_xml('SELECT my_writer()', …)
@@ -503,7 +504,7 @@ func (w *writeSet) add(wr write) {
 	}
 	w.tables = append(w.tables, wr.tables...)
 	for _, rw := range wr.rows {
-		if len(w.rows) >= maxTxRows {
+		if len(w.rows) >= rowlevel.MaxTxRows {
 			w.tables = append(w.tables, rw.Table) // too many to remember: the table
 			continue
 		}

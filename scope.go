@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/guard"
+	"github.com/sqlflight/sqlflight/internal/identity"
 	"github.com/sqlflight/sqlflight/internal/pool"
 	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
@@ -45,7 +46,7 @@ type scope struct {
 	named     atomic.Bool
 	mixed     atomic.Bool
 	idMu      sync.Mutex
-	server    *serverID // the first real connection's
+	server    *identity.Server // the first real connection's
 
 	learned atomic.Bool
 	mu      sync.Mutex
@@ -61,12 +62,7 @@ type scope struct {
 
 	// The server's word (verify.go): verdicts per statement shape, write
 	// closures per table, and how the server reads '…' literals.
-	verdicts    atomic.Pointer[verdictMemo]
-	closures    atomic.Pointer[closureMemo]
-	probes      chan struct{} // bounds the probes (and closure lookups) running at once
-	pending     atomic.Int64  // probes waiting or running
-	nonStandard atomic.Bool   // standard_conforming_strings = off
-	textOnly    atomic.Bool   // the server refuses the probe: the scanner's verdicts alone
+	verdicts *pgverdict.Book[*readFilter]
 
 	// spare holds the scope's real connections that belong to no virtual
 	// one (internal/pool): background refreshes and probes run on them, and
@@ -106,7 +102,8 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 }
 
 func (s *Shield) newScope() *scope {
-	sc := &scope{id: s.scopeSeq.Add(1), probes: make(chan struct{}, maxProbes)}
+	sc := &scope{id: s.scopeSeq.Add(1)}
+	sc.verdicts = pgverdict.NewBook[*readFilter](verdictHost{s, sc})
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	o := &s.opts
 	sc.spare.Max, sc.spare.Users = o.MaxConns, sc.live.Load
@@ -225,7 +222,7 @@ func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Conte
 		if l := pgxLabel(rc); l != "" {
 			sc.setLabel(l, true) // a connector's scope: who it reached
 		}
-		sc.noteConn(rc)
+		sc.verdicts.NoteConn(rc)
 		sc.learned.Store(true)
 		sc.mu.Unlock()
 		sc.spare.Counted()

@@ -13,6 +13,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/guard"
 	"github.com/sqlflight/sqlflight/internal/logx"
 	"github.com/sqlflight/sqlflight/internal/memo"
+	"github.com/sqlflight/sqlflight/internal/rowlevel"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
@@ -257,7 +258,7 @@ type Shield struct {
 
 	flights flightGroup
 	epochs  epochs
-	rowCols rowColumns // column classes of tables, for row-level invalidation
+	rowCols rowlevel.Columns // column classes of tables, for row-level invalidation
 	store   store
 	stats   counters
 

@@ -3,11 +3,14 @@ package sqlflight
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
+	pgverdict "github.com/sqlflight/sqlflight/internal/verdict"
 )
 
 func TestScopeOf(t *testing.T) {
@@ -234,29 +237,58 @@ func TestSessionChangeWithoutVerdict(t *testing.T) {
 	s := New()
 	sc := s.newScope()
 	sc.postgres = true
-	failed := &verdict{ready: make(chan struct{}), err: errProbesBusy, retryAt: time.Now().Add(time.Hour)}
-	failed.publish()
-	pending := &verdict{ready: make(chan struct{}), retryAt: time.Now().Add(time.Hour)}
-	memo := newVerdictMemo(s.schemaGen.Load())
-	sc.verdicts.Store(memo)
+	h := &probeHost{verdictHost: verdictHost{s, sc}, release: make(chan struct{})}
+	defer close(h.release)
+	sc.verdicts = pgverdict.NewBook[*readFilter](h)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, tc := range []struct {
+	cases := []struct {
 		sql     string
-		v       *verdict
+		failed  bool // else pending
 		changes bool
 	}{
-		{"SELECT app_use_tenant('b')", failed, true},
-		{"SELECT app_use_tenant('b') AS t", pending, true},
-		{"SELECT n FROM items WHERE id = $1", failed, false},
-		{"SELECT n FROM items WHERE id = $2", pending, true},
-	} {
+		{"SELECT app_use_tenant('b')", true, true},
+		{"SELECT app_use_tenant('b') AS t", false, true},
+		{"SELECT n FROM items WHERE id = $1", true, false},
+		{"SELECT n FROM items WHERE id = $2", false, true},
+	}
+	for _, failed := range []bool{true, false} {
+		h.fail.Store(failed)
+		for _, tc := range cases {
+			if tc.failed != failed {
+				continue
+			}
+			v := sc.verdicts.Of(sqlscan.Scan(tc.sql))
+			if failed && (!v.Await(context.Background()) || v.Err == nil) || !failed && v.Known() {
+				t.Fatalf("%s: verdict known %v, error %v", tc.sql, v.Known(), v.Err)
+			}
+		}
+	}
+	for _, tc := range cases {
 		r := sqlscan.Scan(tc.sql)
-		memo.m.LoadOrStore(r.Normalized, tc.v)
 		c := &conn{s: s, sc: sc}
 		c.record(done, &fate{r: r}, false)
 		if c.tainted != tc.changes {
-			t.Errorf("%s (verdict failed %v): session changed %v, want %v", tc.sql, tc.v.err != nil, c.tainted, tc.changes)
+			t.Errorf("%s (verdict failed %v): session changed %v, want %v", tc.sql, tc.failed, c.tainted, tc.changes)
 		}
 	}
+}
+
+// probeHost is a verdict Host whose probes fail at once (fail) or wait
+// for release.
+type probeHost struct {
+	verdictHost
+	fail    atomic.Bool
+	release chan struct{}
+}
+
+func (h *probeHost) Spare(ctx context.Context, _ func(pgverdict.Session) error) error {
+	if h.fail.Load() {
+		return errors.New("sqlflight: the server could not plan it")
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return errors.New("sqlflight: released")
 }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/shared"
 )
@@ -982,40 +980,5 @@ func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
 	if _, err := d.Open("db=4 sqlflight.shared=redis://u:secret@h:1/0"); !errors.Is(err, ErrBadDSN) ||
 		!strings.Contains(err.Error(), "redistier") || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("%v", err)
-	}
-}
-
-func TestFleetNameOfPgxDSNs(t *testing.T) {
-	pgxDriver := stdlib.GetDefaultDriver()
-	same := []string{
-		"postgres://app@db.example:5432/orders?sslmode=disable",
-		"host=db.example port=5432 user=app dbname=orders sslmode=require password=x",
-		"postgres://app:pw@db.example/orders", // sslmode=prefer: pgx lists the server twice
-	}
-	for _, dsn := range same[1:] {
-		if a, b := fleetName(pgxDriver, same[0]), fleetName(pgxDriver, dsn); a != b {
-			t.Errorf("the same database, user and settings are named apart:\n%q\n%q", a, b)
-		}
-	}
-	for _, other := range []string{
-		"postgres://app@db.example:5432/payments",
-		"postgres://admin@db.example:5432/orders",
-		"postgres://app@db2.example:5432/orders",
-		"postgres://app@db.example:5433/orders",
-		"postgres://app@db.example:5432/orders?search_path=tenant1",
-	} {
-		if fleetName(pgxDriver, other) == fleetName(pgxDriver, same[0]) {
-			t.Errorf("%s shares a name with %s", other, same[0])
-		}
-	}
-	// The environment pgx reads is part of the name.
-	t.Setenv("PGHOST", "h1")
-	a := fleetName(pgxDriver, "dbname=orders user=app")
-	t.Setenv("PGHOST", "h2")
-	if b := fleetName(pgxDriver, "dbname=orders user=app"); a == b {
-		t.Error("one DSN text in two environments got one name")
-	}
-	if n := fleetName(&fakeDriver{}, "x"); n != "dsn\x00x" {
-		t.Errorf("%q", n)
 	}
 }

@@ -11,9 +11,6 @@ const NotifyChannel = feed.NotifyChannel
 // to sqlflight: uninstalling drops it when nothing else is left in it.
 const TriggerSchema = feed.TriggerSchema
 
-// triggerFunction is the triggers' function, as regprocedure input.
-const triggerFunction = feed.TriggerFunction
-
 // InstallTriggersSQL returns the SQL that installs the change triggers on
 // tables of schema ("" means public): the named tables, or every table of
 // the schema (as it stands when the SQL runs) when none is named, and every

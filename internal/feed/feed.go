@@ -42,11 +42,20 @@
 // a stream in a fleet runs only while the lease is held, and ends before
 // the lease may have run out when it cannot be renewed.
 //
+// Scope is the feed of one scope of a cache, over a Cache (the fleet's
+// lease, the invalidations, who the servers are): Scope.Start checks the
+// scope's options (the mode, the publication, the feed's own DSN or a pgx
+// connection to take the configuration of), derives the fleet's lease key
+// from the scope's fleet name, and starts a Feed whose Host streams from
+// the scope's source. A feed with a DSN of its own streams only from the
+// scope's database (the same database OID of the same system). A resync is
+// an Apply of a change of any table.
+//
 // What it does not do: a source keeps no state across streams (what
 // happened between two streams is unknown; the Feed resyncs), takes no
 // lease and counts nothing; nothing here decides what a change
-// invalidates (the Host's Apply does). It never creates a publication, and
-// installs no trigger by itself.
+// invalidates (the Host's, or the Cache's, Apply does). It never creates a
+// publication, and installs no trigger by itself.
 package feed
 
 import (

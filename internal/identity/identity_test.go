@@ -256,3 +256,42 @@ func TestOfAsksTheIdentifierOrNobody(t *testing.T) {
 		t.Errorf("not PostgreSQL: %+v, %v, %v", id, ok, err)
 	}
 }
+
+// TestFleetNameOfPgxDSNs: a pgx DSN's Name is what it reaches, in the
+// environment pgx reads, however it is spelt; another driver's is its
+// text.
+func TestFleetNameOfPgxDSNs(t *testing.T) {
+	pgxDriver := stdlib.GetDefaultDriver()
+	name := func(d driver.Driver, dsn string) string { return identity.Resolve(d, dsn).Name }
+	same := []string{
+		"postgres://app@db.example:5432/orders?sslmode=disable",
+		"host=db.example port=5432 user=app dbname=orders sslmode=require password=x",
+		"postgres://app:pw@db.example/orders", // sslmode=prefer: pgx lists the server twice
+	}
+	for _, dsn := range same[1:] {
+		if a, b := name(pgxDriver, same[0]), name(pgxDriver, dsn); a != b {
+			t.Errorf("the same database, user and settings are named apart:\n%q\n%q", a, b)
+		}
+	}
+	for _, other := range []string{
+		"postgres://app@db.example:5432/payments",
+		"postgres://admin@db.example:5432/orders",
+		"postgres://app@db2.example:5432/orders",
+		"postgres://app@db.example:5433/orders",
+		"postgres://app@db.example:5432/orders?search_path=tenant1",
+	} {
+		if name(pgxDriver, other) == name(pgxDriver, same[0]) {
+			t.Errorf("%s shares a name with %s", other, same[0])
+		}
+	}
+	// The environment pgx reads is part of the name.
+	t.Setenv("PGHOST", "h1")
+	a := name(pgxDriver, "dbname=orders user=app")
+	t.Setenv("PGHOST", "h2")
+	if b := name(pgxDriver, "dbname=orders user=app"); a == b {
+		t.Error("one DSN text in two environments got one name")
+	}
+	if n := name(otherDriver{}, "x"); n != "dsn\x00x" {
+		t.Errorf("%q", n)
+	}
+}

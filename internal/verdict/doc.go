@@ -40,9 +40,23 @@
 // Parameter types come from the protocol's Parse through pgx, and from
 // PREPARE and pg_prepared_statements otherwise.
 //
-// The package keeps no state: memos, pools, retries and bounds on how many
-// probes run are the caller's; ctx bounds every call (Probe also sets
-// statement and lock timeouts of its own inside its transaction). A
+// A Book is what a scope remembers of its server's word, the one state the
+// package keeps: Of returns the Verdict on a statement shape (at once for
+// a SELECT of numbers and parameters alone), probing it in the background
+// on a spare Session its Host lends (at most two probes at once and 64
+// waiting or running; one more fails at once with ErrBusy), and remembers
+// it in bounded memory (8192 shapes, 4 MiB of keys; a text longer than
+// 1 KiB is kept as its digest) for ten minutes, a failed one for five
+// seconds (an ErrBusy one, a second), all until the Host's schema
+// generation changes; a server that refuses the probe (ErrNoProbe) is not
+// asked again. WriteClosure remembers QueryClosure's answer per table the
+// same way, sharing the probes' slots (it waits a second at most for one:
+// else any table). NoteConn learns whether the server's '…' literals take
+// backslash escapes. Pools, the Host's connections and what is counted or
+// logged are the Host's.
+//
+// ctx bounds every call (Probe also sets statement and lock timeouts of
+// its own inside its transaction; a Book's probe has five seconds). A
 // Session is used by one goroutine at a time, as its connection is;
 // distinct sessions may be used concurrently. A Session whose Clean is
 // false after a call must not go back to a pool as healthy.

@@ -1,0 +1,4 @@
+package feed
+
+// PostgresDSN is postgresDSN, for the package's black-box tests.
+var PostgresDSN = postgresDSN
