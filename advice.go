@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"time"
 
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
@@ -54,5 +55,5 @@ func (tw *tableWrites) note(w write) {
 // tableKey), and to unknown tables (to every table, when its own are not
 // known).
 func (tw *tableWrites) to(tables []string, known bool) uint64 {
-	return tw.To(tables, known, tableKey)
+	return tw.To(tables, known, epoch.TableKey)
 }
