@@ -370,11 +370,6 @@ func (g *flightGroup) joinOrLead(key string, e *epochs, tables []string, known b
 		}, c)
 }
 
-// release stops counting c among the callers of the flight it owes, and
-// returns that flight (nil if none): c went back to database/sql's pool,
-// or serves another statement.
-func (g *flightGroup) release(c *conn) *flight { return g.Release(c) }
-
 // startRefresh starts a flight with no waiter for a background refresh of
 // the entry stale (nil: the key held none), unless the key already has one
 // running, or the store (st) holds another entry by now, from a flight that
@@ -720,10 +715,6 @@ const (
 	// maxEpochTables bounds the tables whose epochs are kept one by one.
 	maxEpochTables = epoch.MaxTables
 )
-
-// tableKey is the name under which a table's epoch is kept: without its
-// schema and without regard to case (epoch.TableKey).
-func tableKey(name string) string { return epoch.TableKey(name) }
 
 // bump records a write through the Shield to tables (every table, when
 // not known).

@@ -275,7 +275,7 @@ func (c *conn) giveBack(broken bool) {
 // still using it.
 func (c *conn) Close() error {
 	c.awake()
-	c.s.flights.release(c) // database/sql asks no IsValid of a connection that broke
+	c.s.flights.Release(c) // database/sql asks no IsValid of a connection that broke
 	c.mu.Lock()
 	last := !c.closed && c.sc.live.Add(-1) == 0
 	c.closed = true

@@ -95,7 +95,7 @@ func (c *conn) awake() {
 // herd is for this statement only (handed, heir).
 func (c *conn) statement() {
 	c.awake()
-	c.s.flights.release(c)
+	c.s.flights.Release(c)
 	if c.handed.Load() != 0 || c.heir.Load() != 0 {
 		c.heir.Store(c.handed.Swap(0)) // the first statement since it was handed over
 	}
@@ -109,7 +109,7 @@ func (c *conn) goesBack() bool {
 		return false
 	}
 	var gave uint64
-	if f := c.s.flights.release(c); f != nil {
+	if f := c.s.flights.Release(c); f != nil {
 		gave = f.ID()
 	}
 	if gave != 0 || c.gave.Load() != 0 || c.handed.Load() != 0 {

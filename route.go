@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/epoch"
 	"github.com/sqlflight/sqlflight/internal/key"
 	"github.com/sqlflight/sqlflight/internal/route"
 	"github.com/sqlflight/sqlflight/internal/rowlevel"
@@ -172,7 +173,7 @@ func (s *Shield) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
 	// alone (as the server or its tables= annotation says).
-	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && tableKey(f.tables[0]) == v.Rows.Table {
+	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && epoch.TableKey(f.tables[0]) == v.Rows.Table {
 		f.rows = v.Rows.Deps(args)
 	}
 }
