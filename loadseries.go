@@ -23,7 +23,7 @@ func (ls *loadSeries) close() { ls.Close() }
 func (ls *loadSeries) points() []stats.LoadPoint { return ls.Points() }
 
 // sampleLoad reads s's counters at now into its series.
-func (s *Shield) sampleLoad(now time.Time) {
+func (s *engine) sampleLoad(now time.Time) {
 	c := &s.stats
 	s.load.Add(stats.LoadSample{
 		At:        now,
@@ -38,6 +38,6 @@ func (s *Shield) sampleLoad(now time.Time) {
 
 // startLoad starts sampling s's load once a second, unless it runs
 // already or s is closed.
-func (s *Shield) startLoad() {
+func (s *engine) startLoad() {
 	s.load.Start(func() { s.sampleLoad(s.opts.Clock.Now()) })
 }

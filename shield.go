@@ -250,7 +250,19 @@ func (o Options) apply(s *Shield) { s.opts = o }
 // takes part; queries share results only within one scope (one DSN or one
 // connector), so two users or databases never see each other's rows.
 type Shield struct {
+	// The Shield's own methods are its API; everything they run on, and
+	// what the connections of its scopes call, is the engine's.
+	*engine
+}
+
+// engine is what a Shield runs on: its options, logger, flights, epochs,
+// store, counters, scopes, shared tier, feeds and statistics. Its methods
+// are the read path (read.go), the write path (write.go), routing
+// (route.go) and the glue of the mechanisms in internal/.
+type engine struct {
 	opts Options
+	// shield is the Shield over this engine (ShieldOf).
+	shield *Shield
 	// log is what the Shield logs through: its handler resolves, at each
 	// line, the logger of SetLogger or Options.Logger, else slog.Default().
 	log    *slog.Logger
@@ -291,12 +303,13 @@ type Shield struct {
 
 // New returns a Shield configured by opts (later options win).
 func New(opts ...Option) *Shield {
-	s := &Shield{}
+	s := &Shield{engine: new(engine)}
+	s.shield = s
 	for _, o := range opts {
 		o.apply(s)
 	}
 	s.logger.Store(s.opts.Logger)
-	s.log = slog.New(&shieldHandler{s: s})
+	s.log = slog.New(&shieldHandler{s: s.engine})
 	resolveDefaults(&s.opts)
 	s.started = s.opts.Clock.Now()
 	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
@@ -321,7 +334,7 @@ func (s *Shield) SetLogger(l *slog.Logger) { s.logger.Store(l) }
 // Options.Logger, else slog.Default()), with the attributes and groups
 // added through it.
 type shieldHandler struct {
-	s   *Shield
+	s   *engine
 	ops []handlerOp // in order
 }
 
@@ -564,7 +577,7 @@ type BreakerStats struct {
 }
 
 // breakerSnapshot fills in the breakers of s's scopes.
-func (s *Shield) breakerSnapshot(st *Stats) {
+func (s *engine) breakerSnapshot(st *Stats) {
 	var scopes []*scope
 	seen := map[string]int{}
 	s.scopes.Range(func(_, v any) bool {
@@ -672,7 +685,7 @@ func (c *counters) snapshot() Stats {
 
 // warnEvery logs a warning about a statement at most once a minute per
 // kind of event, so that an outage does not flood the log.
-func (s *Shield) warnEvery(kind, normalized, msg string, args ...any) {
+func (s *engine) warnEvery(kind, normalized, msg string, args ...any) {
 	if s.warned.add(kind+"\x00"+normalized, time.Now(), time.Minute) {
 		s.log.Warn(msg, args...)
 	}
