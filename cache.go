@@ -80,7 +80,7 @@ func (e *entry) Slot() *l1.Slot { return &e.slot }
 type store = l1.Store[*entry]
 
 // cache returns the Shield's store, or nil if it is closed or cannot be made.
-func (s *Shield) cache() *store {
+func (s *engine) cache() *store {
 	st := &s.store
 	if st.Ready() {
 		return st
@@ -118,7 +118,7 @@ func (s *Shield) Close() error {
 	return nil
 }
 
-func (s *Shield) isClosed() bool {
+func (s *engine) isClosed() bool {
 	return s.store.Closed()
 }
 
@@ -146,7 +146,7 @@ func (s *Shield) InvalidateAll() {
 // filler's gets earlier deadlines; one that allows more is served while the
 // entry lives (HTTP caches judge a stored response by the request's own
 // max-age alike).
-func (s *Shield) judge(e *entry, p Policy) fresh.Deadlines {
+func (s *engine) judge(e *entry, p Policy) fresh.Deadlines {
 	w := s.windows(p)
 	if e.stamped && e.by == w {
 		// As fill computed them.
@@ -157,6 +157,6 @@ func (s *Shield) judge(e *entry, p Policy) fresh.Deadlines {
 
 // windows returns what of p, under Options.MaxStale, an entry's deadlines
 // follow from (fresh.At).
-func (s *Shield) windows(p Policy) fresh.Windows {
+func (s *engine) windows(p Policy) fresh.Windows {
 	return fresh.Windows{Soft: p.Soft, Hard: p.Hard, Neg: p.Neg, Jitter: p.Jitter, MaxStale: s.opts.MaxStale}
 }

@@ -499,7 +499,7 @@ func TestReaderThatLookedBeforeAFlightEndedTakesItsEntry(t *testing.T) {
 	now := s.opts.Clock.Now()
 	e := &entry{key: "k", res: &result{}, seq: s.epochs.Now(), known: true, last: now.Add(time.Hour)}
 	st.Put(e, now)
-	c := &conn{s: s}
+	c := &conn{s: s.engine}
 	if f, lead := s.flights.joinOrLead("k", &s.epochs, nil, true, nil, st, c, nil); f != nil || lead {
 		t.Fatalf("a reader that saw nothing: flight %v, lead %v; want to look again", f, lead)
 	}

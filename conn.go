@@ -30,7 +30,7 @@ type connBase interface {
 // goroutine that touches conn is a detached origin query led from it, which
 // holds the real connection while c.busy is set.
 type conn struct {
-	s    *Shield
+	s    *engine
 	sc   *scope
 	open func(context.Context) (driver.Conn, error)
 
@@ -106,7 +106,7 @@ var (
 	_ driver.NamedValueChecker  = (*conn)(nil)
 )
 
-func newConn(s *Shield, sc *scope, open func(context.Context) (driver.Conn, error), real driver.Conn) driver.Conn {
+func newConn(s *engine, sc *scope, open func(context.Context) (driver.Conn, error), real driver.Conn) driver.Conn {
 	c := &conn{s: s, sc: sc, open: open, real: real}
 	sc.live.Add(1)
 	return mirrorConn(c, sc.mask)

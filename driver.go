@@ -71,14 +71,14 @@ func (s *Shield) Register(name string, d driver.Driver) { sql.Register(name, s.W
 // opened, and every connection of the scope reaches what it resolved then;
 // for other drivers the scope is the DSN text.
 func (s *Shield) Wrap(d driver.Driver) driver.Driver {
-	w := newWrappedDriver(s, d)
+	w := newWrappedDriver(s.engine, d)
 	if dc, ok := d.(driver.DriverContext); ok {
 		return &wrappedDriverContext{wrappedDriver: w, parentCtx: dc}
 	}
 	return w
 }
 
-func newWrappedDriver(s *Shield, d driver.Driver) *wrappedDriver {
+func newWrappedDriver(s *engine, d driver.Driver) *wrappedDriver {
 	return &wrappedDriver{s: s, parent: d, scopes: make(map[dsnKey]*dsnScope), sweepAt: minScopeSweep}
 }
 
@@ -109,7 +109,7 @@ func (s *Shield) SharedConnector(c driver.Connector, name string) driver.Connect
 	return s.newConnector(c, s.connectorDriver(c), sc)
 }
 
-func (s *Shield) connectorDriver(c driver.Connector) driver.Driver {
+func (s *engine) connectorDriver(c driver.Connector) driver.Driver {
 	var d driver.Driver = newWrappedDriver(s, c.Driver())
 	if dc, ok := c.Driver().(driver.DriverContext); ok {
 		d = &wrappedDriverContext{wrappedDriver: d.(*wrappedDriver), parentCtx: dc}
@@ -120,7 +120,7 @@ func (s *Shield) connectorDriver(c driver.Connector) driver.Driver {
 // OpenDB opens a *sql.DB on c wrapped by s (see Connector).
 func (s *Shield) OpenDB(c driver.Connector) *sql.DB { return sql.OpenDB(s.Connector(c)) }
 
-func (s *Shield) newConnector(c driver.Connector, d driver.Driver, sc *scope) driver.Connector {
+func (s *engine) newConnector(c driver.Connector, d driver.Driver, sc *scope) driver.Connector {
 	wc := &connector{s: s, drv: d, sc: sc, open: sc.opener(s, c.Connect)}
 	if cl, ok := c.(io.Closer); ok {
 		return &closingConnector{connector: wc, closer: cl}
@@ -131,7 +131,7 @@ func (s *Shield) newConnector(c driver.Connector, d driver.Driver, sc *scope) dr
 // wrappedDriver wraps a driver.Driver. Without DriverContext, database/sql
 // calls Open for every new connection.
 type wrappedDriver struct {
-	s      *Shield
+	s      *engine
 	parent driver.Driver
 
 	mu     sync.Mutex
@@ -147,7 +147,7 @@ const minScopeSweep = 64
 
 var _ driver.Driver = (*wrappedDriver)(nil)
 
-func (d *wrappedDriver) shield() *Shield { return d.s }
+func (d *wrappedDriver) shield() *Shield { return d.s.shield }
 
 // dsnKey is a DSN as given and what it resolves to now.
 type dsnKey struct{ dsn, resolved string }
@@ -157,7 +157,7 @@ type dsnKey struct{ dsn, resolved string }
 // DSN the parent driver sees, without those parameters.
 type dsnScope struct {
 	sc  *scope
-	s   *Shield
+	s   *engine
 	dsn string
 	drv driver.Driver // the driver its connectors report (ShieldOf finds s through it)
 
@@ -229,11 +229,11 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 		if tier != nil {
 			opts = append(opts, Shared(tier))
 		}
-		e.s = New(opts...)
+		e.s = New(opts...).engine
 		e.s.tierRelease = release // Close gives the DSN's tier back
 		if err := e.s.tierErr; err != nil {
-			_ = e.s.Close() // gives the tier back
-			return nil, err // ErrNoSharedSecret: never without the tier, never unauthenticated
+			_ = e.s.shield.Close() // gives the tier back
+			return nil, err        // ErrNoSharedSecret: never without the tier, never unauthenticated
 		}
 		own := newWrappedDriver(e.s, d.parent)
 		e.drv = own
@@ -279,7 +279,7 @@ func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
 	delete(d.scopes, k)
 	e.s.forgetScope(e.sc)
 	if e.s != d.s {
-		_ = e.s.Close()
+		_ = e.s.shield.Close()
 	}
 }
 
@@ -361,7 +361,7 @@ func (c *scopeConnector) Close() error {
 
 // connector wraps a driver.Connector; Connect returns virtual connections.
 type connector struct {
-	s    *Shield
+	s    *engine
 	drv  driver.Driver
 	sc   *scope
 	open func(context.Context) (driver.Conn, error) // the parent's Connect, telling who each connection reaches

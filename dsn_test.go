@@ -42,7 +42,7 @@ func TestDSNParametersConfigureAndAreStripped(t *testing.T) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, e := range w.scopes {
-			_ = e.s.Close()
+			_ = e.s.shield.Close()
 		}
 	}()
 	for range 3 {

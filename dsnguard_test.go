@@ -99,9 +99,9 @@ func TestTrustedTierIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.release()
-	t.Cleanup(func() { _ = e.s.Close() })
-	if !e.s.Stats().SharedTrusted || strings.Count(buf2.String(), trustedWarning) != 1 {
-		t.Fatalf("DSN's trusted tier: Stats.SharedTrusted %v, log:\n%s", e.s.Stats().SharedTrusted, buf2.String())
+	t.Cleanup(func() { _ = e.s.shield.Close() })
+	if !e.s.shield.Stats().SharedTrusted || strings.Count(buf2.String(), trustedWarning) != 1 {
+		t.Fatalf("DSN's trusted tier: Stats.SharedTrusted %v, log:\n%s", e.s.shield.Stats().SharedTrusted, buf2.String())
 	}
 
 	// With a secret: not trusted, nothing logged.

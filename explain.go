@@ -66,7 +66,7 @@ type Explanation struct {
 // applies), on the scanner's word alone: the server is not asked, so the
 // verdict is provisional (Verified is false). ExplainDB asks the server.
 func (s *Shield) Explain(ctx context.Context, query string) Explanation {
-	c := &conn{s: s, sc: &scope{}} // clean, and of no server
+	c := &conn{s: s.engine, sc: &scope{}} // clean, and of no server
 	x := s.explain(ctx, c, sqlscan.Parse(query), query, false)
 	x.Provisional = "the scanner's verdict alone: the server was not asked (ExplainDB, or sqlflight explain -dsn)"
 	return x
@@ -98,7 +98,7 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 	}); err != nil {
 		return Explanation{}, err
 	}
-	c := &conn{s: s, sc: sc} // clean, outside a transaction
+	c := &conn{s: s.engine, sc: sc} // clean, outside a transaction
 	x := s.explain(ctx, c, c.scan(query), query, true)
 	switch {
 	case !sc.postgres:
@@ -109,7 +109,7 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 	return x, nil
 }
 
-func (s *Shield) explain(ctx context.Context, c *conn, r *sqlscan.Result, query string, ask bool) Explanation {
+func (s *engine) explain(ctx context.Context, c *conn, r *sqlscan.Result, query string, ask bool) Explanation {
 	x := Explanation{
 		SQL: query, Normalized: r.Normalized, Fingerprint: key.Fingerprint(r.Normalized), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,

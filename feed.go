@@ -90,7 +90,7 @@ type scopeFeed = feed.Feed
 // (feed.Cache): the fleet's lease through the shared tier, the Shield's
 // invalidations, and who the scope's server is.
 type feedHost struct {
-	s  *Shield
+	s  *engine
 	sc *scope
 }
 
@@ -100,7 +100,7 @@ var _ feed.Cache = (*feedHost)(nil)
 // when the Shield has one, and waits until it is established (or, in a
 // fleet, until it knows another instance holds it). It returns an error
 // wrapping ErrFeedUnavailable when it cannot; sc then has no feed.
-func (s *Shield) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error {
+func (s *engine) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error {
 	if s.opts.Feed == FeedNone {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (h *feedHost) Identify(ctx context.Context, pc *pgconn.PgConn) (feed.Server
 }
 
 // feedSnapshot fills the feed fields of st.
-func (s *Shield) feedSnapshot(st *Stats) {
+func (s *engine) feedSnapshot(st *Stats) {
 	fs := s.feedStats.Snapshot()
 	st.FeedLastError = fs.LastError
 	st.FeedState, st.FeedLag = fs.State, fs.Lag

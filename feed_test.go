@@ -105,7 +105,7 @@ func scopeHost(t *testing.T, s *Shield, mode FeedMode) feed.Host {
 	t.Helper()
 	sc := &scope{}
 	h, err := feed.Scope{Mode: string(mode), DSN: "postgres://127.0.0.1/test", Live: sc.live.Load,
-		Logger: s.log, ErrAttr: errText.Attr, Classify: errText.Class, Group: &s.feedStats}.Host(&feedHost{s: s, sc: sc})
+		Logger: s.log, ErrAttr: errText.Attr, Classify: errText.Class, Group: &s.feedStats}.Host(&feedHost{s: s.engine, sc: sc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 // fleetHotSet reads the fleet's hot set from the tier: an empty one when
 // there is none, or when it cannot be read or fails authentication
 // (counted as Stats.SharedDecodeErrors, and SharedForged).
-func (s *Shield) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error) {
+func (s *engine) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error) {
 	ts := s.tier
 	empty := &hotset.Set{Format: hotset.Format, Version: hotset.Version}
 	var v SharedValue

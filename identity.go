@@ -47,7 +47,7 @@ var errOtherRole = errors.New("sqlflight: a new connection of this scope logged 
 
 // opener wraps open, which opens the scope's real connections, so that
 // every real connection tells who it reaches before it is used.
-func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, error)) func(context.Context) (driver.Conn, error) {
+func (sc *scope) opener(s *engine, open func(context.Context) (driver.Conn, error)) func(context.Context) (driver.Conn, error) {
 	return func(ctx context.Context) (driver.Conn, error) {
 		rc, err := open(ctx)
 		if err != nil {
@@ -71,7 +71,7 @@ func (sc *scope) opener(s *Shield, open func(context.Context) (driver.Conn, erro
 // scope across the fleet; a later one that reaches another server or
 // database takes the scope off the shared tier, and one that logged in as
 // another role is refused.
-func (sc *scope) identify(ctx context.Context, s *Shield, rc driver.Conn) error {
+func (sc *scope) identify(ctx context.Context, s *engine, rc driver.Conn) error {
 	_, postgres := rc.(*stdlib.Conn)
 	if _, double := rc.(identity.Identifier); !postgres && !double {
 		postgres = sc.detect(ctx, rc) > 0

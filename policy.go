@@ -94,7 +94,7 @@ func (r *Rule) matches(tables []string, normalized string) bool {
 // basePolicy is the policy below the annotation: the context's, else the
 // first matching rule's, else the default. explicit says it came from the
 // context (an opt-in for unknown functions).
-func (s *Shield) basePolicy(ctx context.Context, tables []string, normalized string) (p Policy, explicit bool) {
+func (s *engine) basePolicy(ctx context.Context, tables []string, normalized string) (p Policy, explicit bool) {
 	if cp, ok := ctx.Value(policyKey{}).(*Policy); ok {
 		return *cp, true
 	}

@@ -10,7 +10,7 @@ import (
 
 func TestAnnotationOverridesContextOverridesDefault(t *testing.T) {
 	s := New(Options{Default: Policy{MaxRows: 10, Wait: time.Second}})
-	c := &conn{s: s, sc: s.newScope()}
+	c := &conn{s: s.engine, sc: s.newScope()}
 	r := scanFor(t, "/* sqlflight: maxrows=3 */ SELECT n FROM items")
 	f := new(fate)
 	err := s.route(context.Background(), c, r, nil, f)

@@ -182,8 +182,8 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 	if st == nil {
 		return rep, errors.New("sqlflight: Prewarm: the cache is closed")
 	}
-	c := &conn{s: s, sc: sc}
-	w := &hotset.Warmer[*fate]{Target: &warmTarget{s: s, c: c, st: st, fleet: opts.FromFleet, bounded: source != "statistics"},
+	c := &conn{s: s.engine, sc: sc}
+	w := &hotset.Warmer[*fate]{Target: &warmTarget{s: s.engine, c: c, st: st, fleet: opts.FromFleet, bounded: source != "statistics"},
 		Scan: c.scan, Trusted: source == "statistics" || opts.TrustAnnotations,
 		Counters: hotset.Counters{Replayed: &s.stats.prewarmReplayed, Loaded: &s.stats.prewarmLoaded,
 			Skipped: &s.stats.prewarmSkipped, Failed: &s.stats.prewarmFailed},
@@ -203,7 +203,7 @@ func (s *Shield) Prewarm(ctx context.Context, opts PrewarmOptions) (PrewarmRepor
 // virtual connection of the scope that never reaches the database itself
 // (it only judges statements), st the cache it fills.
 type warmTarget struct {
-	s       *Shield
+	s       *engine
 	c       *conn
 	st      *store
 	fleet   bool // keys are filled from the shared tier's values only

@@ -21,7 +21,7 @@ import (
 // idle one, one lent by a virtual connection whose session cannot matter,
 // or a new one (under Options.MaxConns, once one is freed). reused reports
 // one that served before.
-func (sc *scope) anyReal(ctx context.Context, s *Shield) (rc driver.Conn, reused bool, err error) {
+func (sc *scope) anyReal(ctx context.Context, s *engine) (rc driver.Conn, reused bool, err error) {
 	rc, reused, err = sc.spare.Get(ctx)
 	if err != nil {
 		return nil, false, err
@@ -34,7 +34,7 @@ func (sc *scope) anyReal(ctx context.Context, s *Shield) (rc driver.Conn, reused
 
 // takeLendable takes the real connection of the scope's most recently
 // lendable virtual connection, or returns nil.
-func (sc *scope) takeLendable(s *Shield) driver.Conn {
+func (sc *scope) takeLendable(s *engine) driver.Conn {
 	o := sc.lender.Swap(nil)
 	if o == nil {
 		return nil

@@ -101,7 +101,7 @@ func (sc *scope) learnStmtShape(ps driver.Stmt) uint16 {
 	return m
 }
 
-func (s *Shield) newScope() *scope {
+func (s *engine) newScope() *scope {
 	sc := &scope{id: s.scopeSeq.Add(1)}
 	sc.verdicts = pgverdict.NewBook[*readFilter](verdictHost{s, sc})
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
@@ -165,10 +165,10 @@ func pgxLabel(rc driver.Conn) string {
 }
 
 // forgetScope drops sc from the Shield's Stats: nothing uses it any more.
-func (s *Shield) forgetScope(sc *scope) { s.scopes.Delete(sc.id) }
+func (s *engine) forgetScope(sc *scope) { s.scopes.Delete(sc.id) }
 
 // connect returns a virtual connection; open opens a real one.
-func (sc *scope) connect(ctx context.Context, s *Shield, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
+func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
 	if s.tierErr != nil {
 		return nil, s.tierErr // a shared tier without a secret (ErrNoSharedSecret)
 	}

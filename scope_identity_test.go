@@ -360,7 +360,7 @@ func TestPrunedDSNShieldsGiveTheirTierBack(t *testing.T) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.scopes {
-		_ = e.s.Close()
+		_ = e.s.shield.Close()
 	}
 }
 

@@ -250,7 +250,19 @@ func (o Options) apply(s *Shield) { s.opts = o }
 // takes part; queries share results only within one scope (one DSN or one
 // connector), so two users or databases never see each other's rows.
 type Shield struct {
+	// The Shield's own methods are its API; everything they run on, and
+	// what the connections of its scopes call, is the engine's.
+	*engine
+}
+
+// engine is what a Shield runs on: its options, logger, flights, epochs,
+// store, counters, scopes, shared tier, feeds and statistics. Its methods
+// are the read path (read.go), the write path (write.go), routing
+// (route.go) and the glue of the mechanisms in internal/.
+type engine struct {
 	opts Options
+	// shield is the Shield over this engine (ShieldOf).
+	shield *Shield
 	// log is what the Shield logs through: its handler resolves, at each
 	// line, the logger of SetLogger or Options.Logger, else slog.Default().
 	log    *slog.Logger
@@ -297,7 +309,8 @@ type Shield struct {
 
 // New returns a Shield configured by opts (later options win).
 func New(opts ...Option) *Shield {
-	s := &Shield{}
+	s := &Shield{engine: new(engine)}
+	s.shield = s
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -517,7 +530,7 @@ type BreakerStats struct {
 }
 
 // breakerSnapshot fills in the breakers of s's scopes.
-func (s *Shield) breakerSnapshot(st *Stats) {
+func (s *engine) breakerSnapshot(st *Stats) {
 	var scopes []*scope
 	seen := map[string]int{}
 	s.scopes.Range(func(_, v any) bool {

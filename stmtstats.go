@@ -93,7 +93,7 @@ type stmtCall struct {
 
 // callBegins counts a call of f's statement (query is the text as sent),
 // before it is served.
-func (s *Shield) callBegins(f *fate, query string) {
+func (s *engine) callBegins(f *fate, query string) {
 	if s.opts.NoStatementStats {
 		return
 	}
@@ -112,7 +112,7 @@ func (s *Shield) callBegins(f *fate, query string) {
 // for a statement that runs uncached though it could be cached, whether its
 // key was seen recently (for Advice). It is deferred: errp points to the
 // call's error.
-func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
+func (s *engine) callEnds(c *conn, f *fate, errp *error) {
 	sc := &f.stat
 	st := sc.st
 	if st == nil {
@@ -143,7 +143,7 @@ func (s *Shield) callEnds(c *conn, f *fate, errp *error) {
 }
 
 // execBegins counts an exec of r; the caller ends it with its st.Ended.
-func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
+func (s *engine) execBegins(r *sqlscan.Result, query string) stmtCall {
 	if s.opts.NoStatementStats {
 		return stmtCall{}
 	}
@@ -160,7 +160,7 @@ func (s *Shield) execBegins(r *sqlscan.Result, query string) stmtCall {
 
 // bypass counts a read that leaves the sharing path for reason, before it
 // runs on the caller's connection.
-func (f *fate) bypass(s *Shield, reason string) {
+func (f *fate) bypass(s *engine, reason string) {
 	s.stats.bypassed.Add(reason)
 	f.stat.out = stats.BypassOutcome(reason)
 }

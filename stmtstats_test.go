@@ -220,7 +220,7 @@ func TestAdviceRanking(t *testing.T) {
 func BenchmarkStatementStats(b *testing.B) {
 	s := New(Options{Clock: newFakeClock()})
 	b.Cleanup(func() { _ = s.Close() })
-	c := &conn{s: s, sc: &scope{}}
+	c := &conn{s: s.engine, sc: &scope{}}
 	args := []driver.NamedValue{{Ordinal: 1, Value: int64(1)}}
 	hit := sqlscan.Scan("/* sqlflight: ttl=1h */ SELECT id, v, label FROM items WHERE id <= $1 ORDER BY id")
 	key := "\x01\x00SELECT id, v, label FROM items WHERE id <= $1 ORDER BY id\x00\x08\x00\x00\x00\x00\x00\x00\x00\x01"

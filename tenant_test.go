@@ -237,7 +237,7 @@ func TestSessionChangeWithoutVerdict(t *testing.T) {
 	s := New()
 	sc := s.newScope()
 	sc.postgres = true
-	h := &probeHost{verdictHost: verdictHost{s, sc}, release: make(chan struct{})}
+	h := &probeHost{verdictHost: verdictHost{s.engine, sc}, release: make(chan struct{})}
 	defer close(h.release)
 	sc.verdicts = pgverdict.NewBook[*readFilter](h)
 	done, cancel := context.WithCancel(context.Background())
@@ -266,7 +266,7 @@ func TestSessionChangeWithoutVerdict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := sqlscan.Scan(tc.sql)
-		c := &conn{s: s, sc: sc}
+		c := &conn{s: s.engine, sc: sc}
 		c.record(done, &fate{r: r}, false)
 		if c.tainted != tc.changes {
 			t.Errorf("%s (verdict failed %v): session changed %v, want %v", tc.sql, tc.failed, c.tainted, tc.changes)

@@ -143,7 +143,7 @@ func TestExplainAnalyzeChangesSession(t *testing.T) {
 		"EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM items": true,
 		"EXPLAIN SELECT * FROM tenant_view":                  false,
 	} {
-		c := &conn{s: s, sc: sc}
+		c := &conn{s: s.engine, sc: sc}
 		c.record(context.Background(), &fate{r: sqlscan.Scan(sql)}, false)
 		if c.tainted != changes {
 			t.Errorf("%s: session changed %v, want %v", sql, c.tainted, changes)

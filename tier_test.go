@@ -951,7 +951,7 @@ func TestDSNTierIsClosedWithItsLastShield(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.s
+		return e.s.shield
 	}
 	a := openShield("db=1 sqlflight.shared=memtest://x sqlflight.key_prefix=a: sqlflight.shared_secret=" + testSecretDSN)
 	b := openShield("db=2 sqlflight.shared=memtest://x sqlflight.shared_secret=" + testSecretDSN)

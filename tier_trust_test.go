@@ -70,7 +70,7 @@ func TestSharedTierNeedsASecret(t *testing.T) {
 	_ = c.Close()
 	e, _ := d.(*wrappedDriver).scopeFor("db=9 sqlflight.shared=memtest://secret sqlflight.shared_secret="+testSecretDSN+
 		" sqlflight.shared_encrypt=true sqlflight.shared_previous_secret="+testSecretDSN+"-old", d)
-	t.Cleanup(func() { _ = e.s.Close() })
+	t.Cleanup(func() { _ = e.s.shield.Close() })
 	if ts := e.s.tier; ts == nil || !ts.Ring.Encrypt || ts.Ring.Previous == nil || ts.TrustMessages {
 		t.Fatal("the DSN's secret, previous secret and encryption were not applied")
 	}

@@ -33,7 +33,7 @@ var errLeasedElsewhere = errors.New("sqlflight: another instance refreshes this 
 // tables, or of tables whose invalidation waits to be published do not use
 // L2. (A read of no table at all is invalidated by writes to unknown tables
 // alone, as in L1.)
-func (s *Shield) sharedKey(rd *read) string {
+func (s *engine) sharedKey(rd *read) string {
 	if ts := s.tier; ts != nil && rd.c.sc.sharing() && rd.known {
 		return ts.ReadKey(rd.c.sc.shared, rd.key[8:], rd.tables) // the key after the process's scope number
 	}
@@ -46,7 +46,7 @@ func (s *Shield) sharedKey(rd *read) string {
 // read tagged by its rows) and not expired by rd's own policy (its fill
 // time plus rd's hard, within the value's life). It returns the entry for
 // L1 (not yet stored), nil when there is no usable value.
-func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
+func (s *engine) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry, error) {
 	pol := rd.plan.pol
 	// A value over what this reader would share from its own origin is not
 	// read at all (a miss).
@@ -77,7 +77,7 @@ func (s *Shield) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 // shared.Tier.Lead). It reports true if f was answered from L2 (f is
 // finished); otherwise the leader goes on to query, holding the lease if
 // it got it.
-func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store) bool {
+func (s *engine) sharedLead(ctx context.Context, f *flight, rd *read, st *store) bool {
 	ts := s.tier
 	var e *entry
 	look := func(ctx context.Context) (bool, error) {
@@ -97,7 +97,7 @@ func (s *Shield) sharedLead(ctx context.Context, f *flight, rd *read, st *store)
 // fillFromShared counts an entry read from L2 as the answer of f and puts
 // it into L1, unless a write to its tables happened through this process
 // since f started.
-func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
+func (s *engine) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 	f.Data.fromShared = e // its followers judge its age by their own policies
 	s.tier.Stats.Hits.Add(1)
 	if !s.epochs.UnchangedFor(f.Seq(), rd.tables, rd.known, rd.rows) {
@@ -110,7 +110,7 @@ func (s *Shield) fillFromShared(st *store, f *flight, rd *read, e *entry) {
 // version rd.prevVersion: a newer value in L2 is taken as the refresh; else
 // the refresh goes on only if it gets the key's lease (errLeasedElsewhere:
 // another instance refreshes). A tier that fails lets it go on.
-func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
+func (s *engine) sharedRefresh(ctx context.Context, f *flight, rd *read, st *store) (*result, error) {
 	ts := s.tier
 	newer := func() *entry {
 		e, err := s.fetchShared(ctx, rd, f.Seq())
@@ -142,7 +142,7 @@ func (s *Shield) sharedRefresh(ctx context.Context, f *flight, rd *read, st *sto
 // storeShared writes the entry an origin filled to L2 under the version
 // its lease came with (a slower former holder cannot overwrite it), then
 // releases the lease. It runs after the flight's waiters were answered.
-func (s *Shield) storeShared(rd *read, e *entry) {
+func (s *engine) storeShared(rd *read, e *entry) {
 	ts := s.tier
 	if e != nil && rd.version > 0 {
 		ttl := e.last.Sub(s.opts.Clock.Now())

@@ -14,7 +14,7 @@ type tierState = shared.Tier[RowPins, Invalidation, SharedValue, Lease]
 // attachTier starts s's use of t: its subscription to other instances'
 // writes. Without a usable secret it sets s.tierErr instead, and every
 // connection of s fails with it.
-func (s *Shield) attachTier(t SharedTier) {
+func (s *engine) attachTier(t SharedTier) {
 	o := &s.opts
 	ring, trust, err := shared.Secrets{Secret: o.SharedSecret, Previous: o.SharedPreviousSecret, Encrypt: o.SharedEncrypt,
 		Insecure: o.InsecureTrustSharedTier, Min: MinSharedSecret, None: ErrNoSharedSecret}.Ring()

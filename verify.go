@@ -38,7 +38,7 @@ type verdict = pgverdict.Verdict[*readFilter]
 
 // verdictHost is what a scope's verdict Book needs of the scope sc of s.
 type verdictHost struct {
-	s  *Shield
+	s  *engine
 	sc *scope
 }
 

@@ -1,5 +1,12 @@
 package sqlflight
 
+// The read path of a shareable read, in the order it runs: share (key,
+// cache lookup, bypasses) → lookup (judged by the reader's policy; early
+// and stale refreshes) → fly (join or lead the key's flight; the shared
+// tier's look) → launch → origin (on a lent or spare real connection,
+// through the scope's guard) → fill (the store, then the tier) → finish →
+// await (each caller's own cursor, or its own error).
+
 import (
 	"context"
 	"database/sql/driver"
@@ -12,7 +19,6 @@ import (
 	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
-	"github.com/sqlflight/sqlflight/internal/epoch"
 	fl "github.com/sqlflight/sqlflight/internal/flight"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
@@ -113,7 +119,7 @@ func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, err
 // to the tables it reads, or leads a new one whose origin query runs on c's
 // real connection, detached from ctx. Each caller gets its own cursor over
 // the shared result and may leave on its own context at any time.
-func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
+func (s *engine) share(ctx context.Context, c *conn, query string, f *fate, args []driver.NamedValue, run runFunc) (driver.Rows, error) {
 	r, p := f.r, f.plan
 	kb, ok := key.Append(make([]byte, 0, key.Size(f.part, r.Normalized, args)), c.sc.id, f.part, r.Normalized, args)
 	if !ok {
@@ -175,7 +181,7 @@ func (s *Shield) share(ctx context.Context, c *conn, query string, f *fate, args
 // if rd's policy still allows serving it when the origin fails, the entry's
 // result with rd's stale-if-error limit. Freshness is the reader's: an
 // entry filled under a longer TTL does not answer a stricter reader.
-func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
+func (s *engine) lookup(st *store, rd *read) (driver.Rows, *entry) {
 	e := st.Get(rd.key)
 	if e == nil {
 		return nil, nil
@@ -231,7 +237,7 @@ func (s *Shield) lookup(st *store, rd *read) (driver.Rows, *entry) {
 }
 
 // fly runs the read through the key's flight.
-func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows, error) {
+func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows, error) {
 	rd := new(read) // the origin keeps it; the caller's stays on its stack
 	*rd = *caller
 	c := rd.c
@@ -329,7 +335,7 @@ func (s *Shield) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 
 // passGuarded runs a read that left its flight on the caller's own
 // connection, through the guard like an origin query.
-func (s *Shield) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
+func (s *engine) passGuarded(ctx context.Context, rd *read) (driver.Rows, error) {
 	t, err := rd.c.sc.guard.Slot(ctx)
 	if err != nil {
 		return nil, err
@@ -384,7 +390,7 @@ func (g *flightGroup) startRefresh(key string, e *epochs, tables []string, known
 
 // refresh starts one background refresh of e, unless one runs or a failed
 // one asked to wait.
-func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
+func (s *engine) refresh(st *store, rd *read, e *entry, now time.Time) {
 	if now.UnixNano() < e.retryAt.Load() {
 		return
 	}
@@ -432,7 +438,7 @@ func (s *Shield) refresh(st *store, rd *read, e *entry, now time.Time) {
 // launch starts the origin query of f on a context that keeps ctx's values
 // but not its cancellation, bounded by the timeout: in a goroutine of its
 // own, or (inline) on the caller's, which returns when it is done.
-func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l link, t ticket, inline bool) {
+func (s *engine) launch(ctx context.Context, f *flight, rd *read, st *store, l link, t ticket, inline bool) {
 	pol := rd.plan.pol
 	timeout := pol.Timeout
 	if timeout <= 0 {
@@ -453,7 +459,7 @@ func (s *Shield) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 
 // limitsOf returns the bounds of a shareable result under pol: its
 // maxrows= and maxbytes=, else the Shield's MaxResultRows and MaxResultBytes.
-func (s *Shield) limitsOf(pol Policy) limits {
+func (s *engine) limitsOf(pol Policy) limits {
 	lim := limits{Rows: pol.MaxRows, Bytes: pol.MaxBytes}
 	if lim.Rows <= 0 {
 		lim.Rows = s.opts.MaxResultRows
@@ -483,7 +489,7 @@ func (l vconnLink) release(broken bool)                           { l.c.giveBack
 // poolLink is a connection of the scope's own, for background refreshes.
 type poolLink struct {
 	sc *scope
-	s  *Shield
+	s  *engine
 	rc driver.Conn
 }
 
@@ -504,7 +510,7 @@ func (l *poolLink) release(broken bool) {
 // origin runs in its own goroutine: query, materialize, fill, publish. A
 // panic or runtime.Goexit anywhere in it fails the flight's waiters with
 // ErrOriginPanicked and leaves no flight behind.
-func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link, t ticket) {
+func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link, t ticket) {
 	var (
 		res     *result
 		handoff *replay
@@ -625,7 +631,7 @@ func (s *Shield) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 // fill stores res unless a write to its tables happened since its flight
 // started (its waiters still get it), and returns the entry it made (nil
 // after such a write; the shared tier takes it even if the store did not).
-func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
+func (s *engine) fill(st *store, f *flight, rd *read, res *result, delta time.Duration) *entry {
 	if !s.epochs.UnchangedFor(f.Seq(), rd.tables, rd.known, rd.rows) {
 		return nil
 	}
@@ -645,7 +651,7 @@ func (s *Shield) fill(st *store, f *flight, rd *read, res *result, delta time.Du
 // group (a flight that fills the cache put its result there first, where
 // readers see it from then on: joinOrLead). An unshared result goes to the
 // leader if it still waits, and the key is remembered as too large.
-func (s *Shield) finish(f *flight, res *result, err error, handoff *replay) {
+func (s *engine) finish(f *flight, res *result, err error, handoff *replay) {
 	var h io.Closer
 	if handoff != nil {
 		s.stats.tooLarge.Add(1)
@@ -664,7 +670,7 @@ var errWaitExpired = errors.New("sqlflight: waited longer than wait=")
 // it takes the result after all, so that a leader never leaves a handoff
 // behind); the last to leave cancels the origin, unless its result goes to
 // the cache (flight.Group.Leave).
-func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Duration) (driver.Rows, error) {
+func (s *engine) await(ctx context.Context, f *flight, lead bool, wait time.Duration) (driver.Rows, error) {
 	s.stats.waiting.Add(1)
 	defer s.stats.waiting.Add(-1)
 	if !lead {
@@ -699,72 +705,4 @@ func (s *Shield) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 		return nil, err
 	}
 	return newReplay(res), nil
-}
-
-// epochs orders writes and flights: every write through the Shield (and
-// every write another instance publishes) takes the next sequence number
-// and stamps what it wrote; a flight remembers the sequence when it
-// started, and may be joined only if none of its tables (or, for a tagged
-// read, none of its rows) was written since. See internal/epoch.
-type epochs = epoch.Epochs
-
-const (
-	// maxPinSets bounds the sets of pinned columns remembered per table;
-	// a write with another set past it counts as a write to the whole table.
-	maxPinSets = epoch.MaxPinSets
-	// maxEpochTables bounds the tables whose epochs are kept one by one.
-	maxEpochTables = epoch.MaxTables
-)
-
-// bump records a write through the Shield to tables (every table, when
-// not known).
-func (s *Shield) bump(tables []string, known bool) {
-	s.bumpWrite(write{tables: tables, known: known})
-}
-
-// bumpWrite records a write through the Shield (or reported by a feed):
-// its tables as a whole, and the rows it proves it touched. The fleet hears
-// of both: other instances apply the same row writes, and the shared
-// tier's epochs keep them (within the bounds of a message; past them, a
-// row write is published as a write to its table).
-func (s *Shield) bumpWrite(w write) {
-	if s.startWrite(w) {
-		s.publishWrite(w)
-	}
-}
-
-// startWrite moves the local epochs for w and, with a shared tier, marks
-// its tables until publishWrite tells the fleet: until then this process's
-// reads of those tables leave the tier alone. It reports whether w wrote
-// anything.
-func (s *Shield) startWrite(w write) bool {
-	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
-		return false
-	}
-	s.stats.invalidations.Add(1)
-	s.writes.Note(w.tables, w.known, w.rows)
-	if ts := s.tier; ts != nil {
-		ts.BeginWrite(w.tables, w.known, w.rows)
-	}
-	s.epochs.BumpRows(w.tables, w.known, w.rows)
-	return true
-}
-
-// publishWrite tells the fleet about w, started by startWrite.
-func (s *Shield) publishWrite(w write) {
-	if ts := s.tier; ts != nil {
-		ts.PublishWrite(w.tables, w.known, w.rows)
-	}
-}
-
-// finishWrite ends a write that startWrite began when its statement
-// returned, now that its rows are read and closed: the statement is
-// complete. The local epochs move again, so that no flight started while
-// it ran is joined after it, and the fleet is told once.
-func (s *Shield) finishWrite(w write) {
-	if w.known && len(w.tables) == 0 && len(w.rows) == 0 {
-		return
-	}
-	s.epochs.BumpRows(w.tables, w.known, w.rows)
-	s.publishWrite(w)
 }
