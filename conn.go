@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqlflight/sqlflight/internal/dbqueue"
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -493,7 +494,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		c.sc.guard.Breaker.Record(probe, err)
 		return nil, err
 	}
-	res, err := execOn(ctx, rc, query, args)
+	res, err := parent.Exec(ctx, rc, query, args)
 	c.sc.guard.Breaker.Record(probe, err)
 	if err == driver.ErrSkip {
 		return nil, err // database/sql prepares instead; the statement records it
@@ -546,7 +547,7 @@ func (c *conn) pass(ctx context.Context, query string, f *fate, run runFunc, arg
 	}
 	var rows driver.Rows
 	if run == nil {
-		rows, err = queryOn(ctx, rc, query, args)
+		rows, err = parent.Query(ctx, rc, query, args)
 	} else {
 		rows, err = run(ctx, rc, args)
 	}
@@ -599,54 +600,4 @@ func (t *tx) Rollback() error {
 		t.c.held.Store(true)
 	}
 	return err
-}
-
-// execOn runs an exec on the parent, adapting a legacy Execer as
-// database/sql would; driver.ErrSkip means "prepare instead".
-func execOn(ctx context.Context, rc driver.Conn, query string, args []driver.NamedValue) (driver.Result, error) {
-	if e, ok := rc.(driver.ExecerContext); ok {
-		return e.ExecContext(ctx, query, args)
-	}
-	if e, ok := rc.(driver.Execer); ok { //nolint:staticcheck // legacy parent
-		return legacy(ctx, args, func(vals []driver.Value) (driver.Result, error) { return e.Exec(query, vals) })
-	}
-	return nil, driver.ErrSkip
-}
-
-// queryOn runs a query on the parent, adapting a legacy Queryer as
-// database/sql would; driver.ErrSkip means "prepare instead".
-func queryOn(ctx context.Context, rc driver.Conn, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if q, ok := rc.(driver.QueryerContext); ok {
-		return q.QueryContext(ctx, query, args)
-	}
-	if q, ok := rc.(driver.Queryer); ok { //nolint:staticcheck // legacy parent
-		return legacy(ctx, args, func(vals []driver.Value) (driver.Rows, error) { return q.Query(query, vals) })
-	}
-	return nil, driver.ErrSkip
-}
-
-// legacy calls a parent method that takes neither a context nor named
-// arguments, as database/sql would: names are refused, and a context that
-// already ended stops the call.
-func legacy[T any](ctx context.Context, args []driver.NamedValue, call func([]driver.Value) (T, error)) (T, error) {
-	var zero T
-	vals, err := plainValues(args)
-	if err != nil {
-		return zero, err
-	}
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	return call(vals)
-}
-
-func plainValues(args []driver.NamedValue) ([]driver.Value, error) {
-	vals := make([]driver.Value, len(args))
-	for i, a := range args {
-		if a.Name != "" {
-			return nil, errors.New("sql: driver does not support the use of Named Parameters")
-		}
-		vals[i] = a.Value
-	}
-	return vals, nil
 }

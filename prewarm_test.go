@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
 
@@ -261,7 +262,7 @@ func TestPrewarmConcurrencyCapAndJitter(t *testing.T) {
 	dc.Close()
 	softs := map[time.Time]bool{}
 	for k := range 8 {
-		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", hotset.Named([]driver.Value{int64(k)}))
+		key, _ := key.Append(nil, sc.id, partition{}, "SELECT n FROM products WHERE id = $1", parent.Named([]driver.Value{int64(k)}))
 		e := s.store.Get(string(key))
 		if e == nil {
 			t.Fatalf("key %d not cached", k)

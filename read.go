@@ -22,6 +22,7 @@ import (
 	fl "github.com/sqlflight/sqlflight/internal/flight"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
@@ -106,7 +107,7 @@ type read struct {
 func (rd *read) runOrigin(ctx context.Context, rc driver.Conn) (driver.Rows, error) {
 	switch rc.(type) {
 	case driver.QueryerContext, driver.Queryer: //nolint:staticcheck // legacy parent
-		return queryOn(ctx, rc, rd.query, rd.args)
+		return parent.Query(ctx, rc, rd.query, rd.args)
 	}
 	if rd.run == nil {
 		return nil, driver.ErrSkip

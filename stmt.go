@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 )
 
@@ -59,7 +60,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 	if err != nil {
 		return nil, err
 	}
-	ps, err := prepareOn(ctx, rc, query)
+	ps, err := parent.Prepare(ctx, rc, query)
 	if err != nil {
 		return nil, err
 	}
@@ -76,18 +77,6 @@ func (s *stmt) lazy(mask uint16) bool {
 		s.scan.ReadOnly && s.scan.Verdict != sqlscan.Never && !s.c.inTx() && !s.c.tainted
 }
 
-func prepareOn(ctx context.Context, rc driver.Conn, query string) (driver.Stmt, error) {
-	if pc, ok := rc.(driver.ConnPrepareContext); ok {
-		return pc.PrepareContext(ctx, query)
-	}
-	ps, err := rc.Prepare(query)
-	if err == nil && ctx.Err() != nil {
-		_ = ps.Close()
-		return nil, ctx.Err()
-	}
-	return ps, err
-}
-
 // prepared returns the parent statement prepared on rc, preparing it (again,
 // if the real connection changed) when needed.
 func (s *stmt) prepared(ctx context.Context, rc driver.Conn) (driver.Stmt, error) {
@@ -99,7 +88,7 @@ func (s *stmt) prepared(ctx context.Context, rc driver.Conn) (driver.Stmt, error
 	if s.parent != nil && s.on == rc {
 		return s.parent, nil
 	}
-	ps, err := prepareOn(ctx, rc, s.query)
+	ps, err := parent.Prepare(ctx, rc, s.query)
 	if err != nil {
 		return nil, err
 	}
@@ -145,13 +134,13 @@ func (s *stmt) NumInput() int {
 // Exec runs the statement (database/sql calls it only for a parent without
 // StmtExecContext).
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) { //nolint:staticcheck // legacy parent
-	return s.ExecContext(context.Background(), namedValues(args))
+	return s.ExecContext(context.Background(), parent.Named(args))
 }
 
 // Query runs the statement (database/sql calls it only for a parent without
 // StmtQueryContext).
 func (s *stmt) Query(args []driver.Value) (driver.Rows, error) { //nolint:staticcheck // legacy parent
-	return s.QueryContext(context.Background(), namedValues(args))
+	return s.QueryContext(context.Background(), parent.Named(args))
 }
 
 // ExecContext runs the statement and records its effects like Conn.ExecContext.
@@ -182,7 +171,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		if e, ok := ps.(driver.StmtExecContext); ok {
 			res, err = e.ExecContext(ctx, args)
 		} else {
-			res, err = legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
+			res, err = parent.Legacy(ctx, args, ps.Exec) //nolint:staticcheck // legacy parent
 		}
 	}
 	s.c.sc.guard.Breaker.Record(probe, err)
@@ -204,7 +193,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		if q, ok := ps.(driver.StmtQueryContext); ok {
 			return q.QueryContext(ctx, args)
 		}
-		return legacy(ctx, args, ps.Query) //nolint:staticcheck // legacy parent
+		return parent.Legacy(ctx, args, ps.Query) //nolint:staticcheck // legacy parent
 	})
 }
 
@@ -219,12 +208,4 @@ func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
 
 func (s *stmt) ColumnConverter(idx int) driver.ValueConverter {
 	return s.current().(driver.ColumnConverter).ColumnConverter(idx) //nolint:staticcheck // mirrored
-}
-
-func namedValues(args []driver.Value) []driver.NamedValue {
-	nv := make([]driver.NamedValue, len(args))
-	for i, v := range args {
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return nv
 }

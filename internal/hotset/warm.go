@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/key"
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
@@ -47,15 +48,6 @@ func Bound(v, def, max int) int {
 		v = def
 	}
 	return min(v, max)
-}
-
-// Named returns raw as positional arguments ($1, $2, …).
-func Named(raw []driver.Value) []driver.NamedValue {
-	out := make([]driver.NamedValue, len(raw))
-	for i, v := range raw {
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return out
 }
 
 // Bounds are what a statement's policy asks of its origin: its timeout=,
@@ -245,7 +237,7 @@ func (w *Warmer[J]) Run(ctx context.Context, hs *Set, conc int) Report {
 			continue
 		}
 		for _, k := range hst.Keys {
-			jobs <- warmKey{r: r, text: hst.Text, args: Named(k.Raw)}
+			jobs <- warmKey{r: r, text: hst.Text, args: parent.Named(k.Raw)}
 		}
 	}
 	close(jobs)
@@ -263,7 +255,7 @@ func (w *Warmer[J]) Run(ctx context.Context, hs *Set, conc int) Report {
 // others; each key is judged again).
 func (w *Warmer[J]) judge(ctx context.Context, hst Statement) (*sqlscan.Result, bool) {
 	r := w.Scan(hst.Text)
-	reason := w.Target.Judge(ctx, r, Named(hst.Keys[0].Raw))
+	reason := w.Target.Judge(ctx, r, parent.Named(hst.Keys[0].Raw))
 	if reason.Refusal == "" && !w.Trusted && reason.Pure {
 		reason.Refusal = "its annotation vouches for functions (pure=), which a hot set may not"
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
+	"github.com/sqlflight/sqlflight/internal/parent"
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/stats"
 )
@@ -183,7 +184,7 @@ func TestBoundNamedClamp(t *testing.T) {
 			t.Errorf("Bound(%d, %d, %d) = %d, want %d", c.v, c.def, c.max, got, c.want)
 		}
 	}
-	named := hotset.Named([]driver.Value{int64(1), "x"})
+	named := parent.Named([]driver.Value{int64(1), "x"})
 	if len(named) != 2 || named[0].Ordinal != 1 || named[1].Ordinal != 2 || named[1].Value != "x" || named[0].Name != "" {
 		t.Errorf("Named: %+v", named)
 	}
