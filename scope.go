@@ -164,7 +164,6 @@ func pgxLabel(rc driver.Conn) string {
 	return fmt.Sprintf("%s@%s:%d", cfg.Database, cfg.Host, cfg.Port)
 }
 
-
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
 	if s.tierErr != nil {
