@@ -61,7 +61,7 @@ func (c *conn) forProbe(ctx context.Context, rc driver.Conn, onCaller bool, reop
 	lost := c.held.Load() || (onCaller && !c.swappable())
 	c.mu.Lock()
 	if c.real == rc {
-		_ = c.closeReal(rc)
+		c.sc.spare.Close(rc)
 		c.real = nil
 		c.lost = c.lost || lost
 	}

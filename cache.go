@@ -118,10 +118,6 @@ func (s *Shield) Close() error {
 	return nil
 }
 
-func (s *engine) isClosed() bool {
-	return s.store.Closed()
-}
-
 // Invalidate drops the cached results that depend on tables (matched
 // without regard to case) and makes in-flight queries reading them
 // unjoinable, as a write through the Shield to those tables does; with a

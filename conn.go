@@ -139,7 +139,7 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 		return nil, driver.ErrBadConn
 	}
 	for {
-		rc, reused, err := c.openReal(ctx)
+		rc, reused, err := c.sc.anyReal(ctx, c.s)
 		if err != nil {
 			return nil, err
 		}
@@ -161,19 +161,6 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 		c.mu.Unlock()
 		return rc, nil
 	}
-}
-
-// openReal returns a real connection for c: an idle one of the scope's,
-// one lent by a virtual connection whose session cannot matter, or a new
-// one (under Options.MaxConns, once one is freed). reused reports one that
-// served before.
-func (c *conn) openReal(ctx context.Context) (rc driver.Conn, reused bool, err error) {
-	return c.sc.anyReal(ctx, c.s)
-}
-
-func (c *conn) closeReal(rc driver.Conn) error {
-	c.sc.spare.Close(rc)
-	return nil
 }
 
 // waitIdle waits for an origin query using the real connection to finish
@@ -223,7 +210,7 @@ func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 	}
 	// No reset here: a dead connection fails the origin with
 	// driver.ErrBadConn, and its followers try again.
-	rc, _, err := c.openReal(ctx)
+	rc, _, err := c.sc.anyReal(ctx, c.s)
 	if err != nil {
 		return nil, err
 	}
@@ -243,14 +230,14 @@ func (c *conn) giveBack(broken bool) {
 	var spare driver.Conn
 	switch {
 	case c.real != nil && broken:
-		_ = c.closeReal(c.real)
+		c.sc.spare.Close(c.real)
 		c.real = nil
 		c.lost = c.lost || c.held.Load()
 	case c.real != nil && c.closed:
 		if c.swappable() {
 			spare = c.real
 		} else {
-			_ = c.closeReal(c.real)
+			c.sc.spare.Close(c.real)
 		}
 		c.real = nil
 	}
@@ -297,7 +284,7 @@ func (c *conn) Close() error {
 	case c.swappable() && !last:
 		c.sc.spare.Put(rc, false) // a clean session: another may use it
 	default:
-		_ = c.closeReal(rc)
+		c.sc.spare.Close(rc)
 	}
 	return nil
 }
@@ -405,7 +392,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 		c.mu.Lock()
 		c.real = nil
 		c.mu.Unlock()
-		_ = c.closeReal(rc)
+		c.sc.spare.Close(rc)
 		return nil
 	}
 	return err
@@ -439,7 +426,7 @@ func (c *conn) IsValid() bool {
 			c.mu.Lock()
 			c.real = nil
 			c.mu.Unlock()
-			_ = c.closeReal(rc)
+			c.sc.spare.Close(rc)
 		}
 		c.mu.Lock()
 	}

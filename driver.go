@@ -196,7 +196,7 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 	defer d.mu.Unlock()
 	if e := d.scopes[key]; e != nil {
 		switch {
-		case e.s != d.s && e.s.isClosed(): // a DSN's own Shield that was closed is made anew
+		case e.s != d.s && e.s.store.Closed(): // a DSN's own Shield that was closed is made anew
 		case e.sc.mixed.Load() && e.idle():
 			// Its connections reached two servers; nothing uses it any
 			// more: a new scope learns the server anew.
@@ -277,7 +277,7 @@ func (d *wrappedDriver) sweep() {
 // Shield, which has no other scope.
 func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
 	delete(d.scopes, k)
-	e.s.forgetScope(e.sc)
+	e.s.scopes.Delete(e.sc.id)
 	if e.s != d.s {
 		_ = e.s.shield.Close()
 	}

@@ -117,7 +117,7 @@ func (s *engine) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 		return err
 	}
 	sc.feed.Store(f)
-	if s.isClosed() {
+	if s.store.Closed() {
 		f.Stop()
 	}
 	return nil

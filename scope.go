@@ -164,9 +164,6 @@ func pgxLabel(rc driver.Conn) string {
 	return fmt.Sprintf("%s@%s:%d", cfg.Database, cfg.Host, cfg.Port)
 }
 
-// forgetScope drops sc from the Shield's Stats: nothing uses it any more.
-func (s *engine) forgetScope(sc *scope) { s.scopes.Delete(sc.id) }
-
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
 	if s.tierErr != nil {
