@@ -64,7 +64,7 @@ type conn struct {
 	owes atomic.Pointer[flight]
 	// gave names (flight.id) the flight c's last caller owed when c went
 	// back to the pool. handed names it too if database/sql then handed c
-	// to a caller waiting in its queue (queued.go); heir, for that
+	// to a caller waiting in its queue (internal/dbqueue); heir, for that
 	// caller's first statement, is the flight it may still join as one of
 	// the herd (flightGroup.joinOrLead). Zero: none.
 	gave, handed, heir atomic.Uint64

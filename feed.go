@@ -133,7 +133,10 @@ func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (fe
 		lease, err = ts.T.Acquire(c, ts.NS, key, ttl)
 		return err
 	})
-	return feed.Lease{Token: lease.Token, Version: lease.Version}, err == nil && lease.Held, err
+	if err != nil {
+		return feed.Lease{}, false, err // the call may run on past its answer: lease is its
+	}
+	return feed.Lease{Token: lease.Token, Version: lease.Version}, lease.Held, nil
 }
 
 // Renew extends the fleet's feed lease l on key through the shared tier.
@@ -145,7 +148,10 @@ func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time
 		held, err = ts.T.Renew(c, ts.NS, key, Lease{Held: true, Token: l.Token, Version: l.Version}, ttl)
 		return err
 	})
-	return held, err
+	if err != nil {
+		return false, err // the call may run on past its answer: held is its
+	}
+	return held, nil
 }
 
 // Release gives the fleet's feed lease l on key back through the shared

@@ -353,7 +353,7 @@ func (s *engine) passGuarded(ctx context.Context, rd *read) (driver.Rows, error)
 // late one included) has not yet given its virtual connection back to
 // database/sql's pool nor run another statement on it, or when c is a
 // connection a caller of the flight gave back and database/sql handed it
-// to this caller from its queue (heir; queued.go): a caller that was
+// to this caller from its queue (heir; internal/dbqueue): a caller that was
 // waiting for a connection while the herd still held them. Under a capped
 // pool (SetMaxOpenConns) callers queue for a connection while the flight
 // runs, and database/sql hands each freed one to a queued caller: without

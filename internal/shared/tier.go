@@ -307,9 +307,13 @@ func (t *Tier[P, M, V, L]) Fetch(ctx context.Context, key string, tables []strin
 		tv, err = t.T.Fetch(ctx, t.NS, key, names)
 		return err
 	})
-	v := value(tv)
-	if err != nil || v.Data == nil {
+	if err != nil {
+		// The call may run on past its answer (ErrSlow): tv is its.
 		return Entry{}, 0, err
+	}
+	v := value(tv)
+	if v.Data == nil {
+		return Entry{}, 0, nil
 	}
 	if len(v.Epochs) != len(names)+1 {
 		t.Stats.DecodeErrors.Add(1)
