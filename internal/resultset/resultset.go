@@ -24,9 +24,16 @@
 // a fresh copy, so a reader that writes to one (sql.RawBytes does) changes
 // only its own.
 //
+// A Replay is a Cursor as a driver.Rows, with every optional Rows
+// interface of database/sql (under Go 1.27 also RowsColumnScanner, scanning
+// as pgx v5's stdlib rows do): one caller's rows over a shared Result. A
+// handoff (NewHandoff) replays a prefix and then reads on from the rows it
+// was read from, for the one caller a result too large to share goes to.
+//
 // The package does not know the optional driver interfaces the rows had
 // beyond recording what they said of their columns: Result.Mask is the
-// caller's record of them, kept and returned untouched.
+// caller's record of them, kept and returned untouched (the caller exposes
+// of a Replay only the interfaces the mask claims).
 package resultset
 
 import (
