@@ -146,24 +146,17 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	if annotated {
 		in.Annotation = f.a
 	}
-	if ask {
-		in.Verdict = func() (route.Verdict, bool) {
-			f.v = c.sc.verdicts.Of(r)
-			v := f.v
-			if v == nil {
-				return route.Verdict{}, false // none to be had: judged on the text
-			}
-			if !c.awaitVerdict(ctx, v) || v.Err != nil {
-				return route.Verdict{}, true
-			}
-			return route.Verdict{
-				Verified: true, Volatile: v.Server.Volatile, PerSession: v.Server.PerSession,
-				TimeDependent: v.Server.TimeDependent, UserFunctions: v.Server.UserFunctions,
-				Tables: v.Tables, TablesKnown: v.Server.TablesKnown,
-			}, true
+	p, done := route.Begin(in)
+	if !done {
+		// Asked here, not through in.Verdict: a closure would take f (the
+		// caller's, on its stack) to the heap on every read.
+		var v route.Verdict
+		asked := false
+		if ask {
+			v, asked = c.verdictFor(ctx, f)
 		}
+		p = route.Finish(in, p, v, asked)
 	}
-	p := route.Decide(in)
 	f.reason, f.plan.pol, f.plan.cache, f.cacheable = p.Reason, Policy(p.Policy), p.Cache, p.Cacheable
 	f.tables, f.known = p.Tables, p.Known
 	if f.reason != "" {
@@ -174,6 +167,25 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && epoch.TableKey(f.tables[0]) == v.Rows.Table {
 		f.rows = v.Rows.Deps(args)
 	}
+}
+
+// verdictFor asks the scope for the server's verdict on f's statement
+// (kept in f.v) and waits for it as the caller may: asked is false when
+// there is none to be had (the statement is judged on its text).
+func (c *conn) verdictFor(ctx context.Context, f *fate) (route.Verdict, bool) {
+	f.v = c.sc.verdicts.Of(f.r)
+	v := f.v
+	if v == nil {
+		return route.Verdict{}, false // none to be had: judged on the text
+	}
+	if !c.awaitVerdict(ctx, v) || v.Err != nil {
+		return route.Verdict{}, true
+	}
+	return route.Verdict{
+		Verified: true, Volatile: v.Server.Volatile, PerSession: v.Server.PerSession,
+		TimeDependent: v.Server.TimeDependent, UserFunctions: v.Server.UserFunctions,
+		Tables: v.Tables, TablesKnown: v.Server.TablesKnown,
+	}, true
 }
 
 // union returns the sorted union of a and b (route.Union).

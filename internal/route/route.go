@@ -170,34 +170,56 @@ func Gate(r *sqlscan.Result, annotated bool, c Conn) string {
 }
 
 // Decide returns the plan for the statement in. It is deterministic in its
-// input, and calls in.Verdict at most once.
+// input, and calls in.Verdict at most once: it is Begin, then (unless Begin
+// decided) the verdict and Finish.
 func Decide(in Input) Plan {
-	var p Plan
-	r, a := in.Scan, &in.Annotation
-	if p.Reason = Gate(r, in.Annotated, in.Conn); p.Reason != "" {
+	p, done := Begin(in)
+	if done {
 		return p
 	}
-	pol := in.Base
-	explicitTTL := false
-	if in.Annotated {
-		pol = a.Merge(pol)
-		explicitTTL = a.Set&annotation.SetSoft != 0 && a.Fields.Soft > 0
-	}
-	p.Policy = pol
-	p.Cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
-	if pol.Off {
-		p.Reason = ReasonPolicy
-		return p
-	}
-	p.Tables, p.Known = r.Tables, r.TablesKnown
-	// Results of time functions, time words and user functions are cached
-	// only under a TTL the statement itself states.
-	cacheable := r.Verdict == sqlscan.Shareable
 	var v Verdict
 	asked := false
 	if in.Verdict != nil {
 		v, asked = in.Verdict()
 	}
+	return Finish(in, p, v, asked)
+}
+
+// Begin is the part of Decide before the server's verdict: done reports a
+// plan decided on the text and the policy alone (Reason set, or not: then
+// Finish is not needed). A caller that asks for the verdict itself (rather
+// than through Input.Verdict, a closure its state may escape through)
+// calls Begin, asks only when done is false, and passes the answer to
+// Finish.
+func Begin(in Input) (p Plan, done bool) {
+	r, a := in.Scan, &in.Annotation
+	if p.Reason = Gate(r, in.Annotated, in.Conn); p.Reason != "" {
+		return p, true
+	}
+	pol := in.Base
+	if in.Annotated {
+		pol = a.Merge(pol)
+	}
+	p.Policy = pol
+	p.Cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
+	if pol.Off {
+		p.Reason = ReasonPolicy
+		return p, true
+	}
+	p.Tables, p.Known = r.Tables, r.TablesKnown
+	return p, false
+}
+
+// Finish completes the plan p that Begin left undecided, with the server's
+// verdict v when asked (asked false: none to be had, the statement is
+// judged on its text).
+func Finish(in Input, p Plan, v Verdict, asked bool) Plan {
+	r, a := in.Scan, &in.Annotation
+	pol := p.Policy
+	explicitTTL := in.Annotated && a.Set&annotation.SetSoft != 0 && a.Fields.Soft > 0
+	// Results of time functions, time words and user functions are cached
+	// only under a TTL the statement itself states.
+	cacheable := r.Verdict == sqlscan.Shareable
 	if asked {
 		// The server's word. No policy vouches for a function; only the
 		// statement's own pure= entry does.
