@@ -146,8 +146,8 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 	if annotated {
 		in.Annotation = f.a
 	}
-	p, done := route.Begin(in)
-	if !done {
+	var p route.Plan
+	if !route.Begin(&in, &p) {
 		// Asked here, not through in.Verdict: a closure would take f (the
 		// caller's, on its stack) to the heap on every read.
 		var v route.Verdict
@@ -155,7 +155,7 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		if ask {
 			v, asked = c.verdictFor(ctx, f)
 		}
-		p = route.Finish(in, p, v, asked)
+		route.Finish(&in, &p, &v, asked)
 	}
 	f.reason, f.plan.pol, f.plan.cache, f.cacheable = p.Reason, Policy(p.Policy), p.Cache, p.Cacheable
 	f.tables, f.known = p.Tables, p.Known

@@ -170,11 +170,14 @@ func Gate(r *sqlscan.Result, annotated bool, c Conn) string {
 }
 
 // Decide returns the plan for the statement in. It is deterministic in its
-// input, and calls in.Verdict at most once: it is Begin, then (unless Begin
-// decided) the verdict and Finish.
+// input, and calls in.Verdict at most once: it is Gate, Begin, then (unless
+// Begin decided) the verdict and Finish.
 func Decide(in Input) Plan {
-	p, done := Begin(in)
-	if done {
+	var p Plan
+	if p.Reason = Gate(in.Scan, in.Annotated, in.Conn); p.Reason != "" {
+		return p
+	}
+	if Begin(&in, &p) {
 		return p
 	}
 	var v Verdict
@@ -182,40 +185,37 @@ func Decide(in Input) Plan {
 	if in.Verdict != nil {
 		v, asked = in.Verdict()
 	}
-	return Finish(in, p, v, asked)
+	Finish(&in, &p, &v, asked)
+	return p
 }
 
-// Begin is the part of Decide before the server's verdict: done reports a
-// plan decided on the text and the policy alone (Reason set, or not: then
-// Finish is not needed). A caller that asks for the verdict itself (rather
+// Begin is the part of Decide after Gate (which the caller called, and
+// which passed) and before the server's verdict: it fills in p from the
+// text and the policy, and reports whether p is decided (its Reason set)
+// without the verdict. A caller that asks for the verdict itself (rather
 // than through Input.Verdict, a closure its state may escape through)
-// calls Begin, asks only when done is false, and passes the answer to
-// Finish.
-func Begin(in Input) (p Plan, done bool) {
-	r, a := in.Scan, &in.Annotation
-	if p.Reason = Gate(r, in.Annotated, in.Conn); p.Reason != "" {
-		return p, true
-	}
-	pol := in.Base
+// asks only when Begin reports false, and passes the answer to Finish.
+func Begin(in *Input, p *Plan) (done bool) {
+	r := in.Scan
+	p.Policy = in.Base
 	if in.Annotated {
-		pol = a.Merge(pol)
+		p.Policy = in.Annotation.Merge(in.Base)
 	}
-	p.Policy = pol
 	p.Cacheable = r.Verdict == sqlscan.Shareable // the scanner's word, until the server's
-	if pol.Off {
+	if p.Policy.Off {
 		p.Reason = ReasonPolicy
-		return p, true
+		return true
 	}
 	p.Tables, p.Known = r.Tables, r.TablesKnown
-	return p, false
+	return false
 }
 
 // Finish completes the plan p that Begin left undecided, with the server's
 // verdict v when asked (asked false: none to be had, the statement is
 // judged on its text).
-func Finish(in Input, p Plan, v Verdict, asked bool) Plan {
+func Finish(in *Input, p *Plan, v *Verdict, asked bool) {
 	r, a := in.Scan, &in.Annotation
-	pol := p.Policy
+	pol := &p.Policy
 	explicitTTL := in.Annotated && a.Set&annotation.SetSoft != 0 && a.Fields.Soft > 0
 	// Results of time functions, time words and user functions are cached
 	// only under a TTL the statement itself states.
@@ -226,10 +226,10 @@ func Finish(in Input, p Plan, v Verdict, asked bool) Plan {
 		switch {
 		case !v.Verified:
 			p.Reason = ReasonUnverified
-			return p
+			return
 		case len(VolatileUnvouched(v.Volatile, a.Pure)) > 0, len(v.PerSession) > 0:
 			p.Reason = ReasonNotShareable
-			return p
+			return
 		}
 		p.Verified = true
 		p.Tables, p.Known = v.Tables, v.TablesKnown
@@ -238,7 +238,7 @@ func Finish(in Input, p Plan, v Verdict, asked bool) Plan {
 	} else if r.Verdict == sqlscan.OptIn && !AllPure(a.Pure, r.Unknown) {
 		// Text only: functions the scanner cannot vouch for may write.
 		p.Reason = ReasonNotShareable
-		return p
+		return
 	}
 	if cacheable && TimeArgs(in.Args) {
 		cacheable = false
@@ -247,12 +247,11 @@ func Finish(in Input, p Plan, v Verdict, asked bool) Plan {
 	p.Cache = pol.Soft > 0 && !pol.NoCache && (cacheable || explicitTTL)
 	if pol.NoCoalesce && !p.Cache {
 		p.Reason = ReasonPolicy
-		return p
+		return
 	}
 	if pol.Tables != nil {
 		p.Tables, p.Known = pol.Tables, true
 	}
-	return p
 }
 
 // VolatileUnvouched returns the functions of volatile that pure does not
