@@ -1,6 +1,5 @@
 package sqlflight
 
-import "github.com/sqlflight/sqlflight/internal/annotation"
-
-// MaxNameLen is the longest a statement's name= may be, in bytes.
-const MaxNameLen = annotation.MaxNameLen
+// MaxNameLen is the longest a statement's name= may be, in bytes (the
+// annotation grammar's bound: TestExportedConstantsAreTheMechanisms').
+const MaxNameLen = 128

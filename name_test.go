@@ -37,3 +37,12 @@ func TestBadNameIsABadAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// TestExportedConstantsAreTheMechanisms: the root spells its exported
+// constants out (go doc shows their values), and they are the values the
+// mechanisms use.
+func TestExportedConstantsAreTheMechanisms(t *testing.T) {
+	if MaxNameLen != annotation.MaxNameLen {
+		t.Errorf("MaxNameLen %d, the annotation grammar's %d", MaxNameLen, annotation.MaxNameLen)
+	}
+}

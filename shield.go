@@ -605,7 +605,7 @@ func (c *counters) snapshot() Stats {
 		BypassReasons:       c.bypassed.Reasons(),
 		OriginDuration:      c.originDuration.Snapshot(),
 		FollowerWait:        c.followerWait.Snapshot(),
-		Names:               c.names.Snapshot(),
+		Names:               map[string]NameStats{},
 		Waiting:             c.waiting.Load(),
 		InFlight:            c.inFlight.Load(),
 		RealConns:           c.realConns.Load(),
@@ -619,6 +619,9 @@ func (c *counters) snapshot() Stats {
 		PrewarmLoaded:       c.prewarmLoaded.Load(),
 		PrewarmSkipped:      c.prewarmSkipped.Load(),
 		PrewarmFailed:       c.prewarmFailed.Load(),
+	}
+	for name, ns := range c.names.Snapshot() {
+		st.Names[name] = NameStats(ns)
 	}
 	return st
 }

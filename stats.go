@@ -11,7 +11,16 @@ type Histogram = stats.Histogram
 // NameStats are the counters of the statements of one policy name (the
 // name= annotation or Policy.Name); statements without a name count under
 // their fingerprint only in the totals, not here.
-type NameStats = stats.NameStats
+type NameStats struct {
+	Queries          uint64 // shareable reads that reached the sharing path
+	FreshHits        uint64
+	StaleHits        uint64
+	NegativeHits     uint64
+	Misses           uint64
+	OriginExecutions uint64
+	OriginErrors     uint64
+	OriginDuration   Histogram
+}
 
 // nameCounters are the live counters of one policy name.
 type nameCounters = stats.NameCounters

@@ -5,11 +5,11 @@ import "github.com/sqlflight/sqlflight/internal/feed"
 // NotifyChannel is the channel the triggers notify and the NOTIFY feed
 // LISTENs on. No other application should notify it: a payload sqlflight
 // cannot read is taken to mean that any table may have changed.
-const NotifyChannel = feed.NotifyChannel
+const NotifyChannel = "sqlflight_changes"
 
 // TriggerSchema is the schema that holds the triggers' function. It belongs
 // to sqlflight: uninstalling drops it when nothing else is left in it.
-const TriggerSchema = feed.TriggerSchema
+const TriggerSchema = "sqlflight"
 
 // InstallTriggersSQL returns the SQL that installs the change triggers on
 // tables of schema ("" means public): the named tables, or every table of
