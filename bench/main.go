@@ -29,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,27 +42,31 @@ import (
 )
 
 type config struct {
-	dsn          string
-	maxConns     int
-	herdCallers  int
-	herdRounds   int
-	herdSleep    time.Duration
-	expReaders   int
-	expEvery     time.Duration
-	expFor       time.Duration
-	expSoft      time.Duration
-	expHard      time.Duration
-	hitIters     int
-	writeIters   int
-	zipfOps      int
-	zipfWorkers  int
-	zipfIDs      int
-	zipfS        float64
-	zipfWritePct int
-	zipfRange    bool
-	zipfTTL      time.Duration
-	zipfLag      time.Duration
-	only         string
+	dsn           string
+	steadyIDs     int
+	steadyCallers []int
+	steadyRounds  int
+	steadyFor     time.Duration
+	maxConns      int
+	herdCallers   int
+	herdRounds    int
+	herdSleep     time.Duration
+	expReaders    int
+	expEvery      time.Duration
+	expFor        time.Duration
+	expSoft       time.Duration
+	expHard       time.Duration
+	hitIters      int
+	writeIters    int
+	zipfOps       int
+	zipfWorkers   int
+	zipfIDs       int
+	zipfS         float64
+	zipfWritePct  int
+	zipfRange     bool
+	zipfTTL       time.Duration
+	zipfLag       time.Duration
+	only          string
 }
 
 // result is one contender × workload.
@@ -128,8 +133,20 @@ func main() {
 	flag.DurationVar(&c.zipfTTL, "zipf-ttl", 5*time.Second, "zipf mix: cache TTL (sturdyc, sqlflight)")
 	flag.BoolVar(&c.zipfRange, "zipf-range", false, "zipf mix: read each row as a range (id >= $1 AND id < $1 + 1: judged by its table) instead of id = $1 (tagged by its row); writes stay by id = $1")
 	flag.DurationVar(&c.zipfLag, "zipf-lag", 10*time.Millisecond, "zipf mix: stale reads that began more than this after the write that outdated them are counted as beyond the feed's lag")
-	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside); default all")
+	flag.IntVar(&c.steadyIDs, "steady-ids", 100000, "steady: rows of the accounts table (ids drawn uniformly)")
+	steadyCallers := flag.String("steady-callers", "16,64", "steady: comma-separated numbers of callers, one connection each")
+	flag.IntVar(&c.steadyRounds, "steady-rounds", 3, "steady: interleaved rounds per contender")
+	flag.DurationVar(&c.steadyFor, "steady-for", 2*time.Second, "steady: measured duration per contender and round (after a quarter of it as warm-up)")
+	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside,steady); default all")
 	flag.Parse()
+	for _, f := range strings.Split(*steadyCallers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -steady-callers: %q is not a positive number\n", f)
+			os.Exit(2)
+		}
+		c.steadyCallers = append(c.steadyCallers, n)
+	}
 	if c.dsn == "" {
 		fmt.Fprintln(os.Stderr, "bench: -dsn (or SQLFLIGHT_POSTGRES_DSN) is required")
 		os.Exit(2)
@@ -226,6 +243,9 @@ func run(c config) error {
 			extra = w.extra(results)
 		}
 		printTable(w.title, ks, results, extra)
+	}
+	if want(c, "steady") {
+		return steady(ctx, e)
 	}
 	return nil
 }
