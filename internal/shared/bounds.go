@@ -27,16 +27,10 @@ const (
 // Pins is the shape of a row write as an invalidation carries it (the
 // root package's RowPins): Columns sorted and distinct, Values[i] the
 // values of Columns[i].
-type Pins interface {
-	~struct {
-		Table   string
-		Columns []string
-		Values  [][]string
-	}
-}
+type Pins interface{ ~row }
 
-// row is a Pins whose fields can be read.
-type row struct {
+// row is a Pins's shape, whose fields can be read.
+type row = struct {
 	Table   string
 	Columns []string
 	Values  [][]string

@@ -21,17 +21,10 @@ import (
 
 // Value is the shape of what the tier's Fetch returns (the root
 // package's SharedValue).
-type Value interface {
-	~struct {
-		Data    []byte
-		Version uint64
-		Epochs  []uint64
-		Seq     uint64
-	}
-}
+type Value interface{ ~value }
 
-// value is a Value whose fields can be read.
-type value struct {
+// value is a Value's shape, whose fields can be read.
+type value = struct {
 	Data    []byte
 	Version uint64
 	Epochs  []uint64
@@ -40,16 +33,10 @@ type value struct {
 
 // Lease is the shape of a lease the tier hands out (the root package's
 // Lease).
-type Lease interface {
-	~struct {
-		Held    bool
-		Token   string
-		Version uint64
-	}
-}
+type Lease interface{ ~lease }
 
-// lease is a Lease whose fields can be read.
-type lease struct {
+// lease is a Lease's shape, whose fields can be read.
+type lease = struct {
 	Held    bool
 	Token   string
 	Version uint64
@@ -57,21 +44,10 @@ type lease struct {
 
 // Message is the shape of an invalidation whose row writes are P (the
 // root package's Invalidation).
-type Message[P Pins] interface {
-	~struct {
-		Tables    []string
-		Rows      []P
-		All       bool
-		Seq       uint64
-		Source    string
-		Tag       []byte
-		Resync    bool
-		Malformed bool
-	}
-}
+type Message[P Pins] interface{ ~message[P] }
 
-// message is a Message whose fields can be read.
-type message[P Pins] struct {
+// message is a Message's shape, whose fields can be read.
+type message[P Pins] = struct {
 	Tables    []string
 	Rows      []P
 	All       bool
