@@ -194,7 +194,7 @@ func (s *engine) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 	if all {
 		x.WritesAll = true
 	} else if len(closure) > 0 {
-		x.WriteClosure = union(closure, nil)
+		x.WriteClosure = route.Union(closure, nil)
 	}
 	return x
 }

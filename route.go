@@ -188,9 +188,6 @@ func (c *conn) verdictFor(ctx context.Context, f *fate) (route.Verdict, bool) {
 	}, true
 }
 
-// union returns the sorted union of a and b (route.Union).
-func union(a, b []string) []string { return route.Union(a, b) }
-
 // logBypass says at debug level, once per statement and reason, why a read
 // was not shared.
 func (s *engine) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
