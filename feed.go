@@ -10,6 +10,7 @@ import (
 	"github.com/sqlflight/sqlflight/internal/feed"
 	"github.com/sqlflight/sqlflight/internal/identity"
 	"github.com/sqlflight/sqlflight/internal/rowlevel"
+	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // The change feed: every committed change to the database, whoever made it,
@@ -127,14 +128,9 @@ func (s *engine) startFeed(ctx context.Context, sc *scope, rc driver.Conn) error
 // tier.
 func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (feed.Lease, bool, error) {
 	ts := h.s.tier
-	var lease Lease
-	err := ts.Call(ctx, func(c context.Context) error {
-		var err error
-		lease, err = ts.T.Acquire(c, ts.NS, key, ttl)
-		return err
-	})
+	lease, err := shared.CallFor(ts.State, ctx, func(c context.Context) (Lease, error) { return ts.T.Acquire(c, ts.NS, key, ttl) })
 	if err != nil {
-		return feed.Lease{}, false, err // the call may run on past its answer: lease is its
+		return feed.Lease{}, false, err
 	}
 	return feed.Lease{Token: lease.Token, Version: lease.Version}, lease.Held, nil
 }
@@ -142,16 +138,9 @@ func (h *feedHost) Lease(ctx context.Context, key string, ttl time.Duration) (fe
 // Renew extends the fleet's feed lease l on key through the shared tier.
 func (h *feedHost) Renew(ctx context.Context, key string, l feed.Lease, ttl time.Duration) (bool, error) {
 	ts := h.s.tier
-	var held bool
-	err := ts.Call(ctx, func(c context.Context) error {
-		var err error
-		held, err = ts.T.Renew(c, ts.NS, key, Lease{Held: true, Token: l.Token, Version: l.Version}, ttl)
-		return err
+	return shared.CallFor(ts.State, ctx, func(c context.Context) (bool, error) {
+		return ts.T.Renew(c, ts.NS, key, Lease{Held: true, Token: l.Token, Version: l.Version}, ttl)
 	})
-	if err != nil {
-		return false, err // the call may run on past its answer: held is its
-	}
-	return held, nil
 }
 
 // Release gives the fleet's feed lease l on key back through the shared

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqlflight/sqlflight/internal/hotset"
 	"github.com/sqlflight/sqlflight/internal/seal"
+	"github.com/sqlflight/sqlflight/internal/shared"
 )
 
 // The fleet's hot set: one hot set in the shared tier, under the Shield's
@@ -61,12 +62,10 @@ func (s *Shield) PublishHotSet(ctx context.Context) error {
 func (s *engine) fleetHotSet(ctx context.Context, n, m int) (*hotset.Set, error) {
 	ts := s.tier
 	empty := &hotset.Set{Format: hotset.Format, Version: hotset.Version}
-	var v SharedValue
-	if err := ts.Call(ctx, func(ctx context.Context) error {
-		var err error
-		v, err = ts.T.Fetch(ctx, ts.NS, hotset.FleetKey, nil)
-		return err
-	}); err != nil {
+	v, err := shared.CallFor(ts.State, ctx, func(ctx context.Context) (SharedValue, error) {
+		return ts.T.Fetch(ctx, ts.NS, hotset.FleetKey, nil)
+	})
+	if err != nil {
 		return nil, err
 	}
 	if v.Data == nil {

@@ -86,6 +86,23 @@ var ErrDown = errors.New("sqlflight: shared tier unavailable")
 // ErrSlow is what a call returns to a caller who could not wait for it.
 var ErrSlow = errors.New("sqlflight: the shared tier is slower than the caller's deadline allows")
 
+// CallFor is Call for a call that returns a value: f's value when the
+// call answered in time and without error, else the zero T and Call's
+// error. A call that answered late may still be writing its value, so a
+// caller never sees it: take values out of a tier call only through here.
+func CallFor[T any](ts *State, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var v T
+	if err := ts.Call(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = f(ctx)
+		return err
+	}); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // Call runs f on the tier unless the tier is down (then it returns
 // ErrDown, and f is not called), and returns within Config.Timeout even if
 // f does not honour its context (f then goes on in its goroutine and its

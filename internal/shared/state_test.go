@@ -412,3 +412,29 @@ func TestNoBackgroundFlushAfterClose(t *testing.T) {
 		t.Fatalf("flushes after Close: %+v", h.flushes)
 	}
 }
+
+// TestCallForDropsALateValue: a value the call returns after its caller
+// stopped waiting (here, after the timeout) is never handed out; one
+// returned in time is. Under -race, a late value read anyway is a race.
+func TestCallForDropsALateValue(t *testing.T) {
+	h := newHarness(t, 10*time.Millisecond)
+	release, done := make(chan struct{}), make(chan struct{})
+	v, err := shared.CallFor(h.State, context.Background(), func(context.Context) ([]byte, error) {
+		defer close(done)
+		<-release
+		return []byte("late"), nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || v != nil {
+		t.Fatalf("late call: %q, %v; want nothing and the timeout", v, err)
+	}
+	close(release)
+	<-done
+	v, err = shared.CallFor(h.State, context.Background(), func(context.Context) ([]byte, error) { return []byte("on time"), nil })
+	if err != nil || string(v) != "on time" {
+		t.Fatalf("call in time: %q, %v", v, err)
+	}
+	failed := errors.New("the tier's own error")
+	if v, err := shared.CallFor(h.State, context.Background(), func(context.Context) ([]byte, error) { return []byte("x"), failed }); v != nil || !errors.Is(err, failed) {
+		t.Fatalf("failed call: %q, %v", v, err)
+	}
+}

@@ -277,14 +277,8 @@ func (t *Tier[P, M, V, L]) Fetch(ctx context.Context, key string, tables []strin
 	// A read tagged by its rows checks the epochs of those rows, not its
 	// table's: the coarse epoch, its pin sets' and its tags'.
 	names := EpochNames(tables, rows)
-	var tv V
-	err := t.Call(ctx, func(ctx context.Context) error {
-		var err error
-		tv, err = t.T.Fetch(ctx, t.NS, key, names)
-		return err
-	})
+	tv, err := CallFor(t.State, ctx, func(ctx context.Context) (V, error) { return t.T.Fetch(ctx, t.NS, key, names) })
 	if err != nil {
-		// The call may run on past its answer (ErrSlow): tv is its.
 		return Entry{}, 0, err
 	}
 	v := value(tv)
@@ -335,12 +329,9 @@ func (t *Tier[P, M, V, L]) Store(key string, e Entry, version uint64, ttl time.D
 		return
 	}
 	data = t.Ring.SealValue(data, t.NS, key, version)
-	var wrote bool
-	if t.Call(context.Background(), func(ctx context.Context) error {
-		var err error
-		wrote, err = t.T.Store(ctx, t.NS, key, data, version, ttl)
-		return err
-	}) == nil {
+	if wrote, err := CallFor(t.State, context.Background(), func(ctx context.Context) (bool, error) {
+		return t.T.Store(ctx, t.NS, key, data, version, ttl)
+	}); err == nil {
 		if wrote {
 			t.Stats.Writes.Add(1)
 		} else {
@@ -365,12 +356,8 @@ func (t *Tier[P, M, V, L]) LeaseFor(timeout, def time.Duration) time.Duration {
 // with, or 0). (Any version taken before the read's origin query runs may
 // carry its result: an older one can only be superseded.)
 func (t *Tier[P, M, V, L]) Acquire(ctx context.Context, key string, ttl time.Duration, version *uint64, held *L) (bool, error) {
-	var tl L
-	if err := t.Call(ctx, func(ctx context.Context) error {
-		var err error
-		tl, err = t.T.Acquire(ctx, t.NS, key, ttl)
-		return err
-	}); err != nil {
+	tl, err := CallFor(t.State, ctx, func(ctx context.Context) (L, error) { return t.T.Acquire(ctx, t.NS, key, ttl) })
+	if err != nil {
 		return false, err
 	}
 	l := lease(tl)
