@@ -28,6 +28,7 @@ import (
 	mrand "math/rand"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,31 +43,33 @@ import (
 )
 
 type config struct {
-	dsn           string
-	steadyIDs     int
-	steadyCallers []int
-	steadyRounds  int
-	steadyFor     time.Duration
-	maxConns      int
-	herdCallers   int
-	herdRounds    int
-	herdSleep     time.Duration
-	expReaders    int
-	expEvery      time.Duration
-	expFor        time.Duration
-	expSoft       time.Duration
-	expHard       time.Duration
-	hitIters      int
-	writeIters    int
-	zipfOps       int
-	zipfWorkers   int
-	zipfIDs       int
-	zipfS         float64
-	zipfWritePct  int
-	zipfRange     bool
-	zipfTTL       time.Duration
-	zipfLag       time.Duration
-	only          string
+	dsn          string
+	tpIDs        int
+	tpCallers    []int
+	tpRounds     int
+	tpFor        time.Duration
+	tpKinds      string // comma-separated contender numbers (1-based); "" for all
+	cpuProfile   string
+	maxConns     int
+	herdCallers  int
+	herdRounds   int
+	herdSleep    time.Duration
+	expReaders   int
+	expEvery     time.Duration
+	expFor       time.Duration
+	expSoft      time.Duration
+	expHard      time.Duration
+	hitIters     int
+	writeIters   int
+	zipfOps      int
+	zipfWorkers  int
+	zipfIDs      int
+	zipfS        float64
+	zipfWritePct int
+	zipfRange    bool
+	zipfTTL      time.Duration
+	zipfLag      time.Duration
+	only         string
 }
 
 // result is one contender × workload.
@@ -133,25 +136,39 @@ func main() {
 	flag.DurationVar(&c.zipfTTL, "zipf-ttl", 5*time.Second, "zipf mix: cache TTL (sturdyc, sqlflight)")
 	flag.BoolVar(&c.zipfRange, "zipf-range", false, "zipf mix: read each row as a range (id >= $1 AND id < $1 + 1: judged by its table) instead of id = $1 (tagged by its row); writes stay by id = $1")
 	flag.DurationVar(&c.zipfLag, "zipf-lag", 10*time.Millisecond, "zipf mix: stale reads that began more than this after the write that outdated them are counted as beyond the feed's lag")
-	flag.IntVar(&c.steadyIDs, "steady-ids", 100000, "steady: rows of the accounts table (ids drawn uniformly)")
-	steadyCallers := flag.String("steady-callers", "16,64", "steady: comma-separated numbers of callers, one connection each")
-	flag.IntVar(&c.steadyRounds, "steady-rounds", 3, "steady: interleaved rounds per contender")
-	flag.DurationVar(&c.steadyFor, "steady-for", 2*time.Second, "steady: measured duration per contender and round (after a quarter of it as warm-up)")
-	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside,steady); default all")
+	flag.IntVar(&c.tpIDs, "throughput-ids", 100000, "throughput: rows of the accounts table (ids drawn uniformly)")
+	tpCallers := flag.String("throughput-callers", "16,64", "throughput: comma-separated numbers of callers, one connection each")
+	flag.IntVar(&c.tpRounds, "throughput-rounds", 3, "throughput: interleaved rounds per contender")
+	flag.DurationVar(&c.tpFor, "throughput-for", 2*time.Second, "throughput: measured duration per contender and round (after a quarter of it as warm-up)")
+	flag.StringVar(&c.tpKinds, "throughput-kinds", "", "throughput: comma-separated contenders to run, by their number in the table (1 is raw pgx); default all")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside,throughput; steady is its old name); default all")
 	flag.Parse()
-	for _, f := range strings.Split(*steadyCallers, ",") {
+	for _, f := range strings.Split(*tpCallers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "bench: -steady-callers: %q is not a positive number\n", f)
+			fmt.Fprintf(os.Stderr, "bench: -throughput-callers: %q is not a positive number\n", f)
 			os.Exit(2)
 		}
-		c.steadyCallers = append(c.steadyCallers, n)
+		c.tpCallers = append(c.tpCallers, n)
 	}
 	if c.dsn == "" {
 		fmt.Fprintln(os.Stderr, "bench: -dsn (or SQLFLIGHT_POSTGRES_DSN) is required")
 		os.Exit(2)
 	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(c); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -244,8 +261,8 @@ func run(c config) error {
 		}
 		printTable(w.title, ks, results, extra)
 	}
-	if want(c, "steady") {
-		return steady(ctx, e)
+	if want(c, "throughput") || want(c, "steady") {
+		return throughput(ctx, e)
 	}
 	return nil
 }

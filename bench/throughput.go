@@ -21,23 +21,23 @@ import (
 	"github.com/sqlflight/sqlflight"
 )
 
-// The steady workload is what sqlflight costs ordinary traffic, with no
+// The throughput workload is what sqlflight costs ordinary traffic, with no
 // herd: pgbench -S's read, SELECT id, abalance, filler FROM accounts WHERE
-// id = $1, with random ids over a table of -steady-ids rows, by a number of
+// id = $1, with random ids over a table of -throughput-ids rows, by a number of
 // callers that keep the database busy (one connection each), through
 // database/sql's QueryRowContext(…).Scan, against raw pgx and pgxpool's own
 // QueryRow. Rounds interleave the contenders, so that each round's ratio to
 // raw pgx compares runs made under the same load of the machine.
 
-// steadyReader reads one row by id.
-type steadyReader interface {
+// tpReader reads one row by id.
+type tpReader interface {
 	read(ctx context.Context, id int64) error
 	hits() uint64 // reads served from sqlflight's cache (0 for the others)
 	close()
 }
 
-// steadyKind is one contender of the steady workload.
-type steadyKind struct {
+// throughputKind is one contender of the throughput workload.
+type throughputKind struct {
 	name string
 	// ann is sqlflight's annotation of the query ("" for none: the
 	// default policy, coalescing only); raw and pool are the others.
@@ -47,7 +47,7 @@ type steadyKind struct {
 	hot int
 }
 
-var steadyKinds = []steadyKind{
+var throughputKinds = []throughputKind{
 	{name: "raw pgx v5 stdlib", raw: true},
 	{name: "pgxpool (native)", pool: true},
 	{name: "sqlflight, default policy (coalescing only)"},
@@ -55,7 +55,7 @@ var steadyKinds = []steadyKind{
 	{name: "sqlflight, `soft=1s` on 1,000 hot ids", ann: "soft=1s", hot: 1000},
 }
 
-const steadyQuery = "SELECT id, abalance, filler FROM %s WHERE id = $1"
+const throughputQuery = "SELECT id, abalance, filler FROM %s WHERE id = $1"
 
 type sqlReader struct {
 	db *sql.DB
@@ -98,8 +98,8 @@ func (r *poolReader) read(ctx context.Context, id int64) error {
 func (r *poolReader) hits() uint64 { return 0 }
 func (r *poolReader) close()       { r.p.Close() }
 
-func openSteady(ctx context.Context, dsn, table string, k steadyKind, conns int) (steadyReader, error) {
-	q := fmt.Sprintf(steadyQuery, table)
+func openThroughput(ctx context.Context, dsn, table string, k throughputKind, conns int) (tpReader, error) {
+	q := fmt.Sprintf(throughputQuery, table)
 	switch {
 	case k.pool:
 		cfg, err := pgxpool.ParseConfig(dsn)
@@ -132,8 +132,8 @@ func openSteady(ctx context.Context, dsn, table string, k steadyKind, conns int)
 	return &sqlReader{db: db, sh: sqlflight.ShieldOf(db), q: q}, nil
 }
 
-// steadyRun is one contender's run of one round.
-type steadyRun struct {
+// throughputRun is one contender's run of one round.
+type throughputRun struct {
 	ops   uint64
 	took  time.Duration
 	cpu   time.Duration // the process's user and system time
@@ -142,12 +142,12 @@ type steadyRun struct {
 	first error
 }
 
-// runSteady runs callers readers of k for d after a warm-up of d/4 (which
+// runThroughput runs callers readers of k for d after a warm-up of d/4 (which
 // also lets sqlflight learn the server's verdict on the statement).
-func runSteady(ctx context.Context, dsn, table string, k steadyKind, ids, callers int, d time.Duration) (steadyRun, error) {
-	r, err := openSteady(ctx, dsn, table, k, callers)
+func runThroughput(ctx context.Context, dsn, table string, k throughputKind, ids, callers int, d time.Duration) (throughputRun, error) {
+	r, err := openThroughput(ctx, dsn, table, k, callers)
 	if err != nil {
-		return steadyRun{}, err
+		return throughputRun{}, err
 	}
 	defer r.close()
 	span := ids
@@ -187,7 +187,7 @@ func runSteady(ctx context.Context, dsn, table string, k steadyKind, ids, caller
 	measuring.Store(true)
 	time.Sleep(d)
 	measuring.Store(false)
-	run := steadyRun{ops: ops.Load(), took: time.Since(start), cpu: processCPU() - cpu0, hits: r.hits() - hits0, errs: errs.Load()}
+	run := throughputRun{ops: ops.Load(), took: time.Since(start), cpu: processCPU() - cpu0, hits: r.hits() - hits0, errs: errs.Load()}
 	stop.Store(true)
 	wg.Wait()
 	if p := firstErr.Load(); p != nil {
@@ -205,17 +205,17 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// steady runs the steady workload and prints its table.
-func steady(ctx context.Context, e *env) error {
+// throughput runs the throughput workload and prints its table.
+func throughput(ctx context.Context, e *env) error {
 	c := e.cfg
 	table := "public.sqlflight_bench_accounts_" + e.id
 	for _, s := range []string{
 		fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, abalance int NOT NULL, filler char(84) NOT NULL)`, table),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 0, '' FROM generate_series(1, %d) AS g`, table, c.steadyIDs),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, 0, '' FROM generate_series(1, %d) AS g`, table, c.tpIDs),
 		fmt.Sprintf(`ANALYZE %s`, table),
 	} {
 		if _, err := e.admin.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("steady: %s: %w", s, err)
+			return fmt.Errorf("throughput: %s: %w", s, err)
 		}
 	}
 	defer func() {
@@ -227,29 +227,35 @@ func steady(ctx context.Context, e *env) error {
 		_, _ = e.admin.ExecContext(dctx, `DROP TABLE IF EXISTS `+table)
 	}()
 
-	fmt.Printf("### 6. Steady traffic, no herd (the tax): `%s` with random ids over %d rows, each caller at saturation on a connection of its own, `QueryRowContext(…).Scan` (pgxpool: its own `QueryRow`); %d interleaved rounds of %v per contender; ratios are per round, against raw pgx in the same round; client CPU is the bench process's user + system time per read\n\n",
-		fmt.Sprintf(steadyQuery, "accounts"), c.steadyIDs, c.steadyRounds, c.steadyFor)
+	kinds, err := pickKinds(c.tpKinds)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("### 6. Throughput of ordinary traffic, no herd (the tax): `%s` with random ids over %d rows, each caller at saturation on a connection of its own, `QueryRowContext(…).Scan` (pgxpool: its own `QueryRow`); %d interleaved rounds of %v per contender; ratios are per round, against raw pgx in the same round; client CPU is the bench process's user + system time per read\n\n",
+		fmt.Sprintf(throughputQuery, "accounts"), c.tpIDs, c.tpRounds, c.tpFor)
 	fmt.Println("| contender | callers | reads/s (median) | × raw pgx (min–max) | client CPU per read (median) | cache hits | errors |")
 	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, callers := range c.steadyCallers {
-		runs := make([][]steadyRun, len(steadyKinds))
-		for round := range c.steadyRounds {
-			for i, k := range steadyKinds {
-				run, err := runSteady(ctx, c.dsn, table, k, c.steadyIDs, callers, c.steadyFor)
+	for _, callers := range c.tpCallers {
+		runs := make([][]throughputRun, len(kinds))
+		for round := range c.tpRounds {
+			for i, k := range kinds {
+				run, err := runThroughput(ctx, c.dsn, table, k, c.tpIDs, callers, c.tpFor)
 				if err != nil {
-					return fmt.Errorf("steady / %s: %w", k.name, err)
+					return fmt.Errorf("throughput / %s: %w", k.name, err)
 				}
 				runs[i] = append(runs[i], run)
-				fmt.Fprintf(os.Stderr, "done: steady / %s, %d callers, round %d: %.0f reads/s\n", k.name, callers, round+1, rate(run))
+				fmt.Fprintf(os.Stderr, "done: throughput / %s, %d callers, round %d: %.0f reads/s\n", k.name, callers, round+1, rate(run))
 			}
 		}
-		for i, k := range steadyKinds {
+		for i, k := range kinds {
 			var rates, ratios, cpus []float64
 			var hits, ops, errs uint64
 			var first error
 			for round, run := range runs[i] {
 				rates = append(rates, rate(run))
-				ratios = append(ratios, rate(run)/rate(runs[0][round]))
+				if kinds[0].raw {
+					ratios = append(ratios, rate(run)/rate(runs[0][round]))
+				}
 				if run.ops > 0 {
 					cpus = append(cpus, float64(run.cpu.Nanoseconds())/float64(run.ops)/1e3)
 				}
@@ -266,15 +272,36 @@ func steady(ctx context.Context, e *env) error {
 			if first != nil {
 				errCell += " (" + strings.ReplaceAll(first.Error(), "|", "/") + ")"
 			}
-			fmt.Printf("| %s | %d | %.0f | %.2f–%.2f× | %.1f µs | %s | %s |\n", k.name, callers, median(rates),
-				slices.Min(ratios), slices.Max(ratios), median(cpus), hitCell, errCell)
+			ratioCell := "—" // raw pgx did not run
+			if len(ratios) > 0 {
+				ratioCell = fmt.Sprintf("%.2f–%.2f×", slices.Min(ratios), slices.Max(ratios))
+			}
+			fmt.Printf("| %s | %d | %.0f | %s | %.1f µs | %s | %s |\n", k.name, callers, median(rates),
+				ratioCell, median(cpus), hitCell, errCell)
 		}
 	}
 	fmt.Println()
 	return nil
 }
 
-func rate(r steadyRun) float64 {
+// pickKinds returns the contenders named by -throughput-kinds (numbers in
+// the table, from 1), or every one.
+func pickKinds(list string) ([]throughputKind, error) {
+	if list == "" {
+		return throughputKinds, nil
+	}
+	var ks []throughputKind
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > len(throughputKinds) {
+			return nil, fmt.Errorf("-throughput-kinds: %q is not a contender's number (1–%d)", f, len(throughputKinds))
+		}
+		ks = append(ks, throughputKinds[n-1])
+	}
+	return ks, nil
+}
+
+func rate(r throughputRun) float64 {
 	if r.took <= 0 {
 		return 0
 	}
