@@ -243,7 +243,7 @@ func (c *conn) giveBack(broken bool) {
 	}
 	close(c.busy)
 	c.busy = nil
-	var park func()
+	var park parking
 	if c.parkLater {
 		c.parkLater = false
 		if !c.closed {
@@ -254,9 +254,7 @@ func (c *conn) giveBack(broken bool) {
 	if spare != nil {
 		c.sc.spare.Put(spare, false)
 	}
-	if park != nil {
-		park()
-	}
+	park.finish()
 }
 
 // Close closes the real connection, or leaves that to the origin query
@@ -430,14 +428,12 @@ func (c *conn) IsValid() bool {
 		}
 		c.mu.Lock()
 	}
-	var park func()
+	var park parking
 	if back {
 		park = c.parkLocked()
 	}
 	c.mu.Unlock()
-	if park != nil {
-		park()
-	}
+	park.finish()
 	return true
 }
 

@@ -126,37 +126,44 @@ func onFloor(b *testing.B, body func(b *testing.B, ctx context.Context, floor *s
 	}
 }
 
-// BenchmarkMissAlone is a read that misses, alone in its flight: it leads,
-// runs the origin on a parent that replays one row, and caches the result;
-// the clock then moves past the entry's life so that the next read misses
-// too. x-off is that read ÷ the same statement passed through
-// (/* sqlflight: off */) in the same run (goal ≤ 1.05).
+// BenchmarkMissAlone is a read that misses, alone in its flight: it leads
+// and runs the origin on a parent that replays one row. Under policy=ttl it
+// caches the result, and the clock then moves past the entry's life so that
+// the next read misses too; under policy=coalesce (the default policy:
+// nothing cached) every read is a flight of its own. x-off is that read ÷
+// the same statement passed through (/* sqlflight: off */) in the same run
+// (goal ≤ 1.05); added-ns/op is what sqlflight adds to the parent's time.
 func BenchmarkMissAlone(b *testing.B) {
-	const (
-		missQuery = "/* sqlflight: ttl=1s */ " + pointQuery
-		offQuery  = "/* sqlflight: off */ " + pointQuery
-	)
-	for _, c := range contexts {
-		b.Run(c.name, func(b *testing.B) {
-			ctx, cancel := c.ctx()
-			defer cancel()
-			clock := newFakeClock()
-			d := replayOne()
-			db, s := openFake(b, d, Options{Clock: clock})
-			b.Cleanup(func() { _ = s.Close() })
-			mustRead(b, ctx, db, missQuery) // the statement's verdict and first fill
-			before := s.Stats().Misses
-			againstFloor(b,
-				func() {
-					clock.Add(2 * time.Second) // past soft and hard, jitter included
-					mustRead(b, ctx, db, missQuery)
-				},
-				func() { mustRead(b, ctx, db, offQuery) },
-				"off-ns/op", "x-off")
-			if m := s.Stats().Misses - before; m != uint64(b.N) {
-				b.Fatalf("%d misses in %d reads", m, b.N)
-			}
-		})
+	const offQuery = "/* sqlflight: off */ " + pointQuery
+	for _, pol := range []struct{ name, query string }{
+		{"policy=ttl", "/* sqlflight: ttl=1s */ " + pointQuery},
+		{"policy=coalesce", pointQuery},
+	} {
+		for _, c := range contexts {
+			b.Run(pol.name+"/"+c.name, func(b *testing.B) {
+				ctx, cancel := c.ctx()
+				defer cancel()
+				clock := newFakeClock()
+				d := replayOne()
+				db, s := openFake(b, d, Options{Clock: clock})
+				b.Cleanup(func() { _ = s.Close() })
+				mustRead(b, ctx, db, pol.query) // the statement's verdict (and first fill)
+				before, queries := s.Stats().Misses, d.queries.Load()
+				againstFloor(b,
+					func() {
+						clock.Add(2 * time.Second) // past soft and hard, jitter included
+						mustRead(b, ctx, db, pol.query)
+					},
+					func() { mustRead(b, ctx, db, offQuery) },
+					"off-ns/op", "x-off")
+				if q := d.queries.Load() - queries; q != int64(2*b.N) {
+					b.Fatalf("%d queries reached the parent in %d reads and %d passed through", q, b.N, b.N)
+				}
+				if m := s.Stats().Misses - before; pol.name == "policy=ttl" && m != uint64(b.N) {
+					b.Fatalf("%d misses in %d reads", m, b.N)
+				}
+			})
+		}
 	}
 }
 

@@ -451,11 +451,57 @@ func (s *engine) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	lim := s.limitsOf(pol)
 	f.Data.lim = lim
 	s.stats.inFlight.Add(1)
+	j := originJob{s: s, ctx: octx, cancel: cancel, timer: timer, f: f, rd: rd, st: st, lim: lim, l: l, t: t}
 	if inline {
-		s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
+		j.run()
 		return
 	}
-	go s.origin(octx, cancel, timer, f, rd, st, lim, l, t)
+	select {
+	case originJobs <- j: // an idle worker takes it
+	default:
+		go originWorker(j)
+	}
+}
+
+// originJob is one origin query for a worker to run (engine.origin).
+type originJob struct {
+	s      *engine
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	f      *flight
+	rd     *read
+	st     *store
+	lim    limits
+	l      link
+	t      ticket
+}
+
+func (j *originJob) run() { j.s.origin(j.ctx, j.cancel, j.timer, j.f, j.rd, j.st, j.lim, j.l, j.t) }
+
+// originJobs hands origin queries to idle workers. A worker is a goroutine
+// that, its origin done, waits a while for the next one: a goroutine per
+// origin would grow a new stack to pgx's depth every time, and that costs
+// a miss more than the hand-over. A worker that waited originIdle ends; so
+// does one whose origin called runtime.Goexit (engine.origin fails its
+// flight first).
+var originJobs = make(chan originJob)
+
+const originIdle = time.Second
+
+func originWorker(j originJob) {
+	idle := time.NewTimer(originIdle)
+	defer idle.Stop()
+	for {
+		j.run()
+		j = originJob{} // hold nothing of it while idle
+		idle.Reset(originIdle)
+		select {
+		case j = <-originJobs:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // limitsOf returns the bounds of a shareable result under pol: its
@@ -515,13 +561,16 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	var (
 		res     *result
 		handoff *replay
-		err     error
-		broken  bool
-		normal  bool
-		filled  *entry // the entry the result filled (for L2 too)
-		ran     bool
-		fromL2  bool // answered by the shared tier: the database was not asked
-		start   = time.Now()
+		// stream: the origin's rows, for a leader alone in its flight to
+		// read on its own, unrecorded (flight.Group.Solo).
+		stream driver.Rows
+		err    error
+		broken bool
+		normal bool
+		filled *entry // the entry the result filled (for L2 too)
+		ran    bool
+		fromL2 bool // answered by the shared tier: the database was not asked
+		start  = time.Now()
 	)
 	defer func() {
 		if !normal {
@@ -533,9 +582,12 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			}
 			s.stats.panics.Add(1)
 			s.log.Error("sqlflight: origin query panicked", errText.Panic(r))
-			broken, res, handoff, filled, fromL2 = true, nil, nil, nil, false
+			if stream != nil {
+				_ = stream.Close()
+			}
+			broken, res, handoff, stream, filled, fromL2 = true, nil, nil, nil, nil, false
 		}
-		if handoff == nil {
+		if handoff == nil && stream == nil {
 			timer.Stop()
 			cancel(nil)
 		}
@@ -570,9 +622,17 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			lc := l.leader()
 			lc.openRows.Add(1)
 			handoff.Release = func() {
+				timer.Stop()
 				cancel(nil)
 				lc.openRows.Add(-1)
 			}
+		}
+		var lone io.Closer
+		if stream != nil {
+			// Likewise the rows of a leader alone in its flight.
+			lc := l.leader()
+			lc.openRows.Add(1)
+			lone = mirrorRows(&passRows{Rows: stream, c: lc, timer: timer, cancel: cancel}, mirrorRowsMask(stream))
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {
@@ -582,7 +642,11 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.
-		s.finish(f, res, err, handoff)
+		if lone != nil {
+			s.flights.Finish(f, nil, nil, lone) // no follower may join it any more
+		} else {
+			s.finish(f, res, err, handoff)
+		}
 		l.release(broken)
 		if rd.l2 != "" && !fromL2 {
 			s.storeShared(rd, filled) // after the waiters have their result
@@ -607,7 +671,14 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		ran = true
 		var rows driver.Rows
 		rows, err = rd.runOrigin(ctx, rc)
-		if err == nil {
+		switch {
+		case err != nil:
+		case !f.Fills() && l.leader() != nil && s.flights.Solo(f):
+			// Nobody joined the flight, and its result goes to no cache:
+			// the leader reads the rows itself, as if it had passed
+			// through; a caller that comes now runs a flight of its own.
+			stream = rows
+		default:
 			res, handoff, err = materialize(rows, lim)
 		}
 	}

@@ -126,28 +126,42 @@ func (c *conn) goesBack() bool {
 // origin query still uses it, giveBack does that when the query is done (a
 // real connection left on a pooled virtual one would strand a caller
 // waiting under the cap). It returns what is left to do once c.mu, which is
-// held, is released; nil if nothing.
-func (c *conn) parkLocked() func() {
+// held, is released (parking.finish); the zero parking if nothing.
+func (c *conn) parkLocked() parking {
 	if !c.swappable() {
-		return nil
+		return parking{}
 	}
 	rc := c.real
 	switch {
 	case rc == nil:
-		return nil
+		return parking{}
 	case c.busy != nil:
 		c.parkLater = true
-		return nil
+		return parking{}
 	case c.sc.spare.Max > 0:
 		// Under the cap every idle real connection is the scope's, where
 		// whoever waits for one finds it.
 		c.real = nil
-		return func() { c.sc.spare.Put(rc, false) }
+		return parking{c: c, spare: rc}
 	}
 	c.idleInPool = true
-	return func() {
-		if c.sc.lender.Load() != c {
-			c.sc.lender.Store(c) // not on every return: other cores read it
-		}
+	return parking{c: c}
+}
+
+// parking is what parkLocked leaves to do outside c.mu: give a real
+// connection (spare) to the scope's idle ones, or make c the scope's
+// lender. Its zero value does nothing.
+type parking struct {
+	c     *conn
+	spare driver.Conn
+}
+
+func (p parking) finish() {
+	switch {
+	case p.c == nil:
+	case p.spare != nil:
+		p.c.sc.spare.Put(p.spare, false)
+	case p.c.sc.lender.Load() != p.c:
+		p.c.sc.lender.Store(p.c) // not on every return: other cores read it
 	}
 }

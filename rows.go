@@ -1,8 +1,10 @@
 package sqlflight
 
 import (
+	"context"
 	"database/sql/driver"
 	"reflect"
+	"time"
 
 	"github.com/sqlflight/sqlflight/internal/resultset"
 )
@@ -77,7 +79,11 @@ type passRows struct {
 	driver.Rows
 	c       *conn
 	written []write // what the statement may have written, outside a transaction
-	closed  bool
+	// The rows of an origin query that went to its leader alone
+	// (engine.origin): Close stops its timeout and ends its context.
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+	closed bool
 }
 
 var _ rowsImpl = (*passRows)(nil)
@@ -98,6 +104,10 @@ func (p *passRows) Close() error {
 	// of it once.
 	for _, w := range p.written {
 		p.c.s.finishWrite(w)
+	}
+	if p.cancel != nil {
+		p.timer.Stop()
+		p.cancel(nil)
 	}
 	return err
 }

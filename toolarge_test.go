@@ -10,16 +10,19 @@ import (
 
 // The too-large memo keeps digests, not keys: 100 reads whose keys are a
 // megabyte each (their argument) and whose results are too large to share
-// leave the memo holding a few kilobytes, not 100 MiB.
+// leave the memo holding a few kilobytes, not 100 MiB. (Under a TTL: a
+// lone leader of a read that caches nothing reads its rows itself, and
+// learns nothing of their size.)
 func TestTooLargeMemoKeepsNoKeys(t *testing.T) {
 	d := &fakeDriver{onQuery: func(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
 		return &fakeRows{cols: []string{"v"}, rows: [][]driver.Value{{int64(1)}, {int64(2)}}}, nil
 	}}
 	db, s := openFake(t, d, Options{MaxResultRows: 1})
+	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	read := func(i int) {
 		arg := strings.Repeat("k", 1<<20-4096) + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
-		rows, err := db.QueryContext(ctx, "SELECT v FROM toolarge_memo_t WHERE k = $1", arg)
+		rows, err := db.QueryContext(ctx, "/* sqlflight: ttl=1m */ SELECT v FROM toolarge_memo_t WHERE k = $1", arg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +60,8 @@ func TestTooLargeMemoKeepsNoKeys(t *testing.T) {
 
 // The too-large memo follows the limits in force: a result of 20 rows
 // under maxrows=10 goes unshared, and the same key read at once under
-// maxrows=100 forms a flight again (and a tighter limit still skips).
+// maxrows=100 forms a flight again (and a tighter limit still skips). Under
+// a TTL, so that the lone leader's result is recorded.
 func TestTooLargeMemoFollowsLimits(t *testing.T) {
 	rows := make([][]driver.Value, 20)
 	for i := range rows {
@@ -67,10 +71,11 @@ func TestTooLargeMemoFollowsLimits(t *testing.T) {
 		return &fakeRows{cols: []string{"v"}, rows: rows}, nil
 	}}
 	db, s := openFake(t, d)
+	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	read := func(maxrows string) {
 		t.Helper()
-		r, err := db.QueryContext(ctx, "/* sqlflight: maxrows="+maxrows+" */ SELECT v FROM toolarge_limits_t WHERE k = $1", 7)
+		r, err := db.QueryContext(ctx, "/* sqlflight: ttl=1m maxrows="+maxrows+" */ SELECT v FROM toolarge_limits_t WHERE k = $1", 7)
 		if err != nil {
 			t.Fatal(err)
 		}

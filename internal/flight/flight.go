@@ -274,8 +274,9 @@ func owe[R, D any](d Debtor[R, D], f *Flight[R, D]) {
 }
 
 // Release stops counting d among the callers of the flight it owes, and
-// returns that flight (nil if none): d went back to its pool, or serves
-// another statement.
+// returns that flight if a caller could still join it — it runs, or it
+// lingers — else nil (none owed, or it ended without lingering): d went
+// back to its pool, or serves another statement.
 func (g *Group[R, D]) Release(d Debtor[R, D]) *Flight[R, D] {
 	owed := d.Owed()
 	if owed.Load() == nil {
@@ -285,6 +286,9 @@ func (g *Group[R, D]) Release(d Debtor[R, D]) *Flight[R, D] {
 	f := owed.Swap(nil)
 	if f != nil {
 		f.out--
+		if f.finished && f.linger.IsZero() {
+			f = nil // it never lingered: no heir can join it
+		}
 	}
 	g.mu.Unlock()
 	return f
@@ -355,6 +359,24 @@ func (g *Group[R, D]) Finish(f *Flight[R, D], res *R, err error, handoff io.Clos
 			g.mu.Unlock()
 		})
 	}
+}
+
+// Solo takes f, a flight that fills no cache, out of the group when its
+// leader is the only caller it ever had (no follower joined it, and the
+// leader still waits), and reports whether it did: the leader may then read
+// the origin's result on its own, unrecorded (Finish with a handoff), and a
+// caller that comes later runs a flight of its own. It reports false, and
+// changes nothing, for any other flight.
+func (g *Group[R, D]) Solo(f *Flight[R, D]) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.fills || f.finished || f.joined > 0 || f.leaderLeft || f.waiters != 1 {
+		return false
+	}
+	if g.m[f.key] == f {
+		delete(g.m, f.key)
+	}
+	return true
 }
 
 // Handoff takes the unshared result of f, once Done is closed, for its
