@@ -107,6 +107,7 @@ func (s *engine) newScope() *scope {
 	sc.setLabel(fmt.Sprintf("scope %d", sc.id), false)
 	o := &s.opts
 	sc.spare.Max, sc.spare.Users = o.MaxConns, sc.live.Load
+	sc.spare.KeepIdle = o.MaxRefreshes // each refresh takes a spare connection
 	sc.spare.Lendable = func() driver.Conn { return sc.takeLendable(s) }
 	sc.spare.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
 	sc.guard.Init(guard.ScopeConfig{MaxInflight: o.MaxInflight, MaxRefreshes: o.MaxRefreshes, QueueTimeout: o.QueueTimeout,

@@ -22,7 +22,8 @@
 //
 // A connection Put back, not broken and still valid (driver.Validator),
 // stays idle while the scope has users (Pool.Users reports more than 0, or
-// Users is nil) and either fewer than MaxIdle are idle or the pool is
+// Users is nil) and either fewer than MaxIdle (or Pool.KeepIdle, if more)
+// are idle or the pool is
 // capped (under a cap every idle connection is kept: someone may wait for
 // it); otherwise it is closed. An idle connection is closed once it has
 // been idle for IdleTimeout: a sweep runs IdleTimeout after a connection
@@ -88,6 +89,11 @@ type Counters struct {
 type Pool struct {
 	// Max caps the scope's open real connections (0: no cap).
 	Max int
+	// KeepIdle is how many idle connections an uncapped pool keeps, if more
+	// than MaxIdle: as many as may be out at once for work that never
+	// queues (background refreshes), so that a burst of them does not
+	// open and close a connection each time.
+	KeepIdle int
 	// Users reports how many users the scope has (its open virtual
 	// connections): with none, a connection put back is closed. Nil: the
 	// scope always has users.
@@ -239,7 +245,7 @@ func (p *Pool) Put(rc driver.Conn, broken bool) {
 		broken = true
 	}
 	p.mu.Lock()
-	if !broken && (p.Users == nil || p.Users() > 0) && (len(p.idle) < MaxIdle || p.Max > 0) {
+	if !broken && (p.Users == nil || p.Users() > 0) && (len(p.idle) < max(MaxIdle, p.KeepIdle) || p.Max > 0) {
 		p.idle = append(p.idle, idleConn{rc: rc, since: p.now()})
 		p.signalLocked()
 		if !p.armed {

@@ -309,6 +309,26 @@ func TestPutKeepsOrCloses(t *testing.T) {
 			t.Error("the connection past MaxIdle was not closed")
 		}
 	}
+	// KeepIdle above MaxIdle: that many are kept, the next closed.
+	{
+		o := &opener{}
+		p, _, open, _ := newPool(o, 0)
+		p.KeepIdle = pool.MaxIdle + 3
+		var conns []driver.Conn
+		for range p.KeepIdle + 1 {
+			rc, _ := mustGet(t, p)
+			conns = append(conns, rc)
+		}
+		for _, rc := range conns {
+			p.Put(rc, false)
+		}
+		if p.Idle() != p.KeepIdle || int(open.Load()) != p.KeepIdle {
+			t.Errorf("KeepIdle %d: %d idle, %d open", p.KeepIdle, p.Idle(), open.Load())
+		}
+		if conns[p.KeepIdle].(*fakeConn).closed.Load() != 1 {
+			t.Error("the connection past KeepIdle was not closed")
+		}
+	}
 	o := &opener{}
 	p, _, _, _ := newPool(o, 0)
 	var users atomic.Int64
