@@ -45,6 +45,10 @@ type throughputKind struct {
 	raw, pool bool
 	// hot draws ids from the first hot ids only (0: every id).
 	hot int
+	// inflight sizes sqlflight's Options.MaxInflight to the callers
+	// (default: DefaultMaxInflight, 32): more callers than that queue for
+	// an origin slot.
+	inflight bool
 }
 
 var throughputKinds = []throughputKind{
@@ -53,6 +57,7 @@ var throughputKinds = []throughputKind{
 	{name: "sqlflight, default policy (coalescing only)"},
 	{name: "sqlflight, `soft=1s hard=2s` on every read", ann: "soft=1s hard=2s"},
 	{name: "sqlflight, `soft=1s` on 1,000 hot ids", ann: "soft=1s", hot: 1000},
+	{name: "sqlflight, default policy, `MaxInflight` = callers", inflight: true},
 }
 
 const throughputQuery = "SELECT id, abalance, filler FROM %s WHERE id = $1"
@@ -124,7 +129,11 @@ func openThroughput(ctx context.Context, dsn, table string, k throughputKind, co
 	if err != nil {
 		return nil, err
 	}
-	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), sqlflight.Options{})
+	var opts sqlflight.Options
+	if k.inflight {
+		opts.MaxInflight = conns
+	}
+	db := sqlflight.OpenDB(stdlib.GetConnector(*cfg), opts)
 	capPool(db, conns)
 	if k.ann != "" {
 		q = "/* sqlflight: " + k.ann + " */ " + q
