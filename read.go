@@ -755,15 +755,19 @@ func (s *engine) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 		defer t.Stop()
 		expired = t.C
 	}
-	select {
-	case <-f.Done():
-	case <-ctx.Done():
-		if s.flights.Leave(f, lead) {
-			return nil, ctx.Err()
-		}
-	case <-expired:
-		if s.flights.Leave(f, lead) {
-			return nil, errWaitExpired
+	if done := ctx.Done(); done == nil && expired == nil {
+		<-f.Done() // nothing else to wait for: no select
+	} else {
+		select {
+		case <-f.Done():
+		case <-done:
+			if s.flights.Leave(f, lead) {
+				return nil, ctx.Err()
+			}
+		case <-expired:
+			if s.flights.Leave(f, lead) {
+				return nil, errWaitExpired
+			}
 		}
 	}
 	// The flight is over.
