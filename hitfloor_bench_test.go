@@ -50,33 +50,54 @@ func mustRead(b *testing.B, ctx context.Context, db *sql.DB, query string) {
 
 // againstFloor runs b.N reads of measured and b.N reads of floor,
 // interleaved in chunks so that both see the same machine, and reports
-// ns/op and allocs/op of measured, the floor's ns/op under unit, measured ÷
-// floor under ratioUnit and measured − floor as added-ns/op (what a real
-// query's duration is to be compared with).
+// ns/op and allocs/op of measured (one op is one read: also reported as
+// ns/read and allocs/read, with the floor's as floor-allocs/read), the
+// floor's ns/op under unit, measured ÷ floor under ratioUnit and measured −
+// floor as added-ns/op (what a real query's duration is to be compared
+// with).
 func againstFloor(b *testing.B, measured, floor func(), unit, ratioUnit string) {
 	const chunk = 256
-	var floorTime time.Duration
+	var (
+		floorTime             time.Duration
+		mallocs, floorMallocs uint64
+		ms                    runtime.MemStats
+	)
+	readMallocs := func() uint64 {
+		runtime.ReadMemStats(&ms)
+		return ms.Mallocs
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; {
 		n := min(b.N-done, chunk)
 		b.StopTimer()
+		m0 := readMallocs()
 		t := time.Now()
 		for range n {
 			floor()
 		}
 		floorTime += time.Since(t)
+		m1 := readMallocs()
 		b.StartTimer()
 		for range n {
 			measured()
 		}
+		b.StopTimer()
+		m2 := readMallocs()
+		b.StartTimer()
+		floorMallocs += m1 - m0
+		mallocs += m2 - m1
 		done += n
 	}
 	b.StopTimer()
 	floorNs := float64(floorTime) / float64(b.N)
+	readNs := float64(b.Elapsed()) / float64(b.N)
 	b.ReportMetric(floorNs, unit)
-	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/floorNs, ratioUnit)
-	b.ReportMetric(float64(b.Elapsed())/float64(b.N)-floorNs, "added-ns/op")
+	b.ReportMetric(readNs/floorNs, ratioUnit)
+	b.ReportMetric(readNs-floorNs, "added-ns/op")
+	b.ReportMetric(readNs, "ns/read")
+	b.ReportMetric(float64(mallocs)/float64(b.N), "allocs/read")
+	b.ReportMetric(float64(floorMallocs)/float64(b.N), "floor-allocs/read")
 }
 
 // contexts are the two contexts a read runs under: database/sql starts a
