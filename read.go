@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -446,7 +447,7 @@ func (s *engine) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 		timeout = s.opts.OriginTimeout
 	}
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	timer := time.AfterFunc(timeout, func() { cancel(ErrOriginTimeout) })
+	timer := startTimeout(timeout, cancel)
 	f.SetCancel(cancel)
 	lim := s.limitsOf(pol)
 	f.Data.lim = lim
@@ -463,12 +464,73 @@ func (s *engine) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 	}
 }
 
+// An originTimeout ends an origin query that outlives its timeout with
+// ErrOriginTimeout. Its timer comes from a pool and goes back to it when
+// the origin stops it in time, so that a miss makes no timer of its own;
+// a timer that fired is dropped. gen tells one use of a pooled timer from
+// the next: a stop meant for an earlier use does nothing.
+type originTimeout struct {
+	ot  *originTimer
+	gen uint64
+}
+
+type originTimer struct {
+	t      *time.Timer
+	mu     sync.Mutex
+	gen    uint64
+	cancel context.CancelCauseFunc // the origin's, until it is stopped or fires
+}
+
+var originTimers sync.Pool
+
+// startTimeout calls cancel(ErrOriginTimeout) after d unless stopped first.
+func startTimeout(d time.Duration, cancel context.CancelCauseFunc) originTimeout {
+	ot, _ := originTimers.Get().(*originTimer)
+	if ot == nil {
+		ot = &originTimer{cancel: cancel}
+		ot.t = time.AfterFunc(d, ot.fire)
+		return originTimeout{ot: ot}
+	}
+	ot.mu.Lock()
+	ot.gen++
+	gen := ot.gen
+	ot.cancel = cancel
+	ot.mu.Unlock()
+	ot.t.Reset(d)
+	return originTimeout{ot: ot, gen: gen}
+}
+
+func (ot *originTimer) fire() {
+	ot.mu.Lock()
+	cancel := ot.cancel
+	ot.cancel = nil
+	ot.mu.Unlock()
+	if cancel != nil {
+		cancel(ErrOriginTimeout)
+	}
+}
+
+// stop stops the timeout; only the first stop of a use counts.
+func (t originTimeout) stop() {
+	ot := t.ot
+	ot.mu.Lock()
+	if ot.gen != t.gen || ot.cancel == nil {
+		ot.mu.Unlock()
+		return // stopped already, or fired
+	}
+	ot.cancel = nil
+	ot.mu.Unlock()
+	if ot.t.Stop() {
+		originTimers.Put(ot) // it did not fire: another origin may use it
+	}
+}
+
 // originJob is one origin query for a worker to run (engine.origin).
 type originJob struct {
 	s      *engine
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	timer  originTimeout
 	f      *flight
 	rd     *read
 	st     *store
@@ -557,7 +619,7 @@ func (l *poolLink) release(broken bool) {
 // origin runs in its own goroutine: query, materialize, fill, publish. A
 // panic or runtime.Goexit anywhere in it fails the flight's waiters with
 // ErrOriginPanicked and leaves no flight behind.
-func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, f *flight, rd *read, st *store, lim limits, l link, t ticket) {
+func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, timer originTimeout, f *flight, rd *read, st *store, lim limits, l link, t ticket) {
 	var (
 		res     *result
 		handoff *replay
@@ -588,7 +650,7 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			broken, res, handoff, stream, filled, fromL2 = true, nil, nil, nil, nil, false
 		}
 		if handoff == nil && stream == nil {
-			timer.Stop()
+			timer.stop()
 			cancel(nil)
 		}
 		if ran {
@@ -622,7 +684,7 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			lc := l.leader()
 			lc.openRows.Add(1)
 			handoff.Release = func() {
-				timer.Stop()
+				timer.stop()
 				cancel(nil)
 				lc.openRows.Add(-1)
 			}
@@ -632,7 +694,7 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			// Likewise the rows of a leader alone in its flight.
 			lc := l.leader()
 			lc.openRows.Add(1)
-			lone = mirrorRows(&passRows{Rows: stream, c: lc, timer: timer, cancel: cancel}, mirrorRowsMask(stream))
+			lone = mirrorRows(&passRows{Rows: stream, c: lc, timeout: timer, cancel: cancel}, mirrorRowsMask(stream))
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"reflect"
-	"time"
 
 	"github.com/sqlflight/sqlflight/internal/resultset"
 )
@@ -81,9 +80,9 @@ type passRows struct {
 	written []write // what the statement may have written, outside a transaction
 	// The rows of an origin query that went to its leader alone
 	// (engine.origin): Close stops its timeout and ends its context.
-	timer  *time.Timer
-	cancel context.CancelCauseFunc
-	closed bool
+	timeout originTimeout
+	cancel  context.CancelCauseFunc
+	closed  bool
 }
 
 var _ rowsImpl = (*passRows)(nil)
@@ -106,7 +105,7 @@ func (p *passRows) Close() error {
 		p.c.s.finishWrite(w)
 	}
 	if p.cancel != nil {
-		p.timer.Stop()
+		p.timeout.stop()
 		p.cancel(nil)
 	}
 	return err
