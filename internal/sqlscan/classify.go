@@ -66,6 +66,7 @@ func (a *analyzer) release() {
 
 func (a *analyzer) parse(sql string, nonStd bool) *Result {
 	a.lx.nonStd = nonStd
+	a.lx.shaping = true
 	a.lx.run(sql)
 	a.timeLit = false
 	a.src = sql
@@ -91,6 +92,16 @@ func (a *analyzer) parse(sql string, nonStd bool) *Result {
 		r.Statements = append(r.Statements, a.statement(s[0], s[1]))
 	}
 	a.summarize(r)
+	switch {
+	case a.lx.err == errNUL:
+		// Normalized is the text as it is, NUL bytes included: its key
+		// starts with one, which no other key does.
+		r.Shape, r.ShapeKey = r.Normalized, "\x00"+r.Normalized
+	case shapeKinds(r):
+		r.Shape, r.ShapeKey = a.lx.shape(r.Normalized, r.Params)
+	default:
+		r.Shape, r.ShapeKey = r.Normalized, r.Normalized
+	}
 	return r
 }
 
