@@ -163,9 +163,12 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		return
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
-	// alone (as the server or its tables= annotation says).
+	// alone (as the server or its tables= annotation says); by its own
+	// text's filter, the verdict's being its shape's (rowlevel.go).
 	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && epoch.TableKey(f.tables[0]) == v.Rows.Table {
-		f.rows = v.Rows.Deps(args)
+		if rf := c.sc.rowsOf(v, r); rf != nil {
+			f.rows = rf.Deps(args)
+		}
 	}
 }
 

@@ -64,10 +64,11 @@ func (h verdictHost) Spare(ctx context.Context, f func(pgverdict.Session) error)
 	return err
 }
 
-// Rows returns the row filter of the verdict v on r, learning the classes
-// of its table's columns from the catalog (the Shield remembers them for
-// the writes and changes to that table), or nil when its reads are judged
-// by their table.
+// Rows returns the row filter of r, the text the verdict v's probe planned,
+// learning the classes of its table's columns from the catalog (the Shield
+// remembers them for the writes and changes to that table), or nil when its
+// reads are judged by their table. The other texts of v's statement shape
+// derive their own from it (rowsOf).
 func (h verdictHost) Rows(ctx context.Context, conn pgverdict.Session, r *sqlscan.Result, v *verdict) *readFilter {
 	rf, table := rowlevel.FilterOf(r, h.sc.verdicts.NonStandard())
 	if rf == nil {

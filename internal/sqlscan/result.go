@@ -263,4 +263,9 @@ type Result struct {
 	// Parsed is the caller's other slot: what it made of Annotation (the driver keeps its
 	// parsed annotation there). The scanner never reads it; store one type only.
 	Parsed atomic.Value
+	// Rows is the caller's third slot: what it made of the text's own row conditions (the
+	// driver keeps there the row filter of this text under its shape's verdict, which was
+	// learned from another text of the shape). The scanner never reads it; store one type
+	// only.
+	Rows atomic.Value
 }
