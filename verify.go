@@ -93,8 +93,8 @@ func (h verdictHost) Probed(r *sqlscan.Result, took time.Duration, err error, re
 	}
 	if err != nil {
 		s.stats.probeFailures.Add(1)
-		s.warned.Warn(s.log, "probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
-			"error", errText.Class(err), "fingerprint", key.Fingerprint(r.Normalized))
+		s.warned.Warn(s.log, "probe", r.ShapeKey, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
+			"error", errText.Class(err), "fingerprint", key.Fingerprint(r.ShapeKey))
 	}
 }
 
