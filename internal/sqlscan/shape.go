@@ -1,6 +1,7 @@
 package sqlscan
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -27,7 +28,11 @@ import (
 //   - not inside an ORDER BY, GROUP BY or PARTITION BY list (ORDER BY 2
 //     names an output column), DISTINCT ON (…), a type's modifiers
 //     (::numeric(10, 2), AS varchar(3), timestamp(3)), or the arguments of
-//     nextval, setval and currval (whose strings name a sequence).
+//     nextval, setval and currval; and not a string whose text the
+//     classifier reads (the sequence a call of nextval or setval names,
+//     however the function is written: "nextval"('s')), so that what the
+//     scanner derives from a constant is the same for every text of a
+//     shape.
 //
 // So a cast or typed constant ('x'::regclass, 5::bigint, date 'today',
 // interval '1 day', CAST('1' AS int), 'a' COLLATE "C"), an E'…', B'…',
@@ -112,10 +117,11 @@ type shapeTok struct {
 	word shapeWord
 }
 
-// shapeSpan is a constant to replace: its bytes in the normalized text
-// and its class.
+// shapeSpan is a constant to replace: its bytes in the normalized text,
+// its position in the source, and its class.
 type shapeSpan struct {
 	start, end int32
+	pos        int
 	class      byte
 }
 
@@ -310,7 +316,7 @@ func (lx *lexer) shapeToken(kind tokKind, start, end int, flags uint8, k keyword
 		}
 		if c := lx.constClass(kind, start, end, flags); c != 0 {
 			n := len(lx.norm)
-			sh.pend = shapeSpan{start: int32(n - (end - start)), end: int32(n), class: c}
+			sh.pend = shapeSpan{start: int32(n - (end - start)), end: int32(n), pos: start, class: c}
 			sh.pending = true
 		}
 	case tLParen, tLBrack:
@@ -433,9 +439,13 @@ func numberClass(s string) byte {
 
 // shape returns the shape and the shape key of the text whose normalized
 // text is norm and whose highest parameter is params: norm and norm when no
-// constant is replaced.
-func (lx *lexer) shape(norm string, params int) (shape, key string) {
+// constant is replaced. The constants at the source positions keep (whose
+// text the classifier read: a sequence's name) stay.
+func (lx *lexer) shape(norm string, params int, keep []int) (shape, key string) {
 	spans := lx.shp.spans
+	if len(keep) > 0 {
+		spans = slices.DeleteFunc(spans, func(sp shapeSpan) bool { return slices.Contains(keep, sp.pos) })
+	}
 	if !lx.shp.on || len(spans) == 0 {
 		return norm, norm
 	}

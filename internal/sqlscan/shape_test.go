@@ -91,6 +91,7 @@ func TestShapeKeeps(t *testing.T) {
 		`SELECT x::numeric(10, 2), y::varchar(3), CAST(z AS character varying(4)), w::s.mytype(5), v::"T"(6), u::int[3] FROM t`,
 		`SELECT timestamp(3) with time zone 'x', numeric(1)`,
 		`SELECT nextval('s'), currval('s'), setval('s', 5)`,
+		`SELECT "nextval"('s'), pg_catalog."setval"('s', $1), U&"\006Eextval"('s')`,
 		// Places not listed.
 		`SELECT * FROM t WHERE a IS DISTINCT FROM 5 AND b SIMILAR TO 'x' AND arr[1:2] = c AND x = ANY ('{1}'::int[])`,
 		`SELECT * FROM t LIMIT ALL OFFSET 5 ROWS FETCH FIRST 3 ROWS ONLY`,
