@@ -41,6 +41,10 @@ import (
 // before PostgreSQL 16), and anything in a place not listed stays as it
 // is. TRUE, FALSE and NULL are keywords and stay too. A sign before a
 // number stays an operator of the shape (WHERE id = -4 is WHERE id = -$1).
+// Texts of statements other than queries and DML (whose constants are not
+// always values: DEFAULT 'x', a column's length), texts that do not lex,
+// and texts over shapeMaxSQL are their own shape: Shape and ShapeKey are
+// Normalized.
 //
 // What the server infers from a constant is its type, and the type is
 // kept: each placeholder has a class, in ShapeKey, that says which type
