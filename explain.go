@@ -16,8 +16,16 @@ import (
 // outside a transaction: the scanner's view, the effective policy, and
 // whether it would be shared and cached, with the reason when not.
 type Explanation struct {
-	SQL         string `json:"sql"`
-	Normalized  string `json:"normalized"`
+	SQL        string `json:"sql"`
+	Normalized string `json:"normalized"`
+	// Shape is the statement shape: the normalized text with the constants
+	// that do not change what the server concludes written as $n
+	// placeholders numbered after its parameters (WHERE (id = 4) is
+	// WHERE (id = $1)), Normalized itself when there is none. The server's
+	// verdict is asked once per shape, and the statistics (Statement) count
+	// the shape; the cache keys the normalized text and its arguments.
+	Shape string `json:"shape"`
+	// Fingerprint is the shape's (Shield.Statements' and the logs').
 	Fingerprint string `json:"fingerprint"`
 	Kind        string `json:"kind"`
 	Statements  int    `json:"statements"`
@@ -111,10 +119,10 @@ func ExplainDB(ctx context.Context, db *sql.DB, query string) (Explanation, erro
 
 func (s *engine) explain(ctx context.Context, c *conn, r *sqlscan.Result, query string, ask bool) Explanation {
 	x := Explanation{
-		SQL: query, Normalized: r.Normalized, Fingerprint: key.Fingerprint(r.Normalized), Kind: r.Kind.String(),
+		SQL: query, Normalized: r.Normalized, Shape: r.Shape, Fingerprint: key.Fingerprint(r.ShapeKey), Kind: r.Kind.String(),
 		Statements: len(r.Statements), ReadOnly: r.ReadOnly, Verdict: r.Verdict.String(), Reason: r.Reason,
 		Tables: r.Tables, Writes: r.Writes, TablesKnown: r.TablesKnown, Functions: r.Functions, Unknown: r.Unknown,
-		Annotation: r.Annotation, Error: r.Err, Statement: s.statements.Export(r.Normalized),
+		Annotation: r.Annotation, Error: r.Err, Statement: s.statements.Export(r.ShapeKey),
 	}
 	if r.HasAnnotation {
 		if _, err := annotation.Parse(r.Annotation); err != nil {

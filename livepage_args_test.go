@@ -21,13 +21,17 @@ const (
 	otherArg     = "sess-0b21de-carol@example.com"
 	secretLit    = "lit-secret-bob@example.com"
 	secretNumber = "987654321"
+	// Inlined values (an ORM's): the statement's shape holds none of them.
+	inlineA, inlineB = "424242421", "535353531"
 )
 
-// A cached statement keyed by a session token, and an uncached one (the
-// advisor lists it) with literals in its text, called with the same token.
+// A cached statement keyed by a session token, an uncached one (the
+// advisor lists it) with literals in its text (cast: its shape keeps them),
+// called with the same token, and one whose values are inlined.
 const (
 	argsCached = "/* sqlflight: soft=10s hard=1m jitter=0% */ SELECT n FROM sessions WHERE token = $1"
-	argsLit    = "SELECT n FROM accounts WHERE email = $1 AND note <> '" + secretLit + "' AND id <> " + secretNumber
+	argsLit    = "SELECT n FROM accounts WHERE email = $1 AND note <> '" + secretLit + "'::text AND id <> " + secretNumber + "::bigint"
+	argsInline = "SELECT n FROM accounts WHERE id = "
 )
 
 var pageHash = regexp.MustCompile(`^#[0-9a-f]{12}$`)
@@ -50,6 +54,8 @@ func argsShield(t *testing.T) *Shield {
 	for range 4 {
 		readN(t, db, argsLit, secretArg)
 	}
+	readN(t, db, argsInline+inlineA)
+	readN(t, db, argsInline+inlineB)
 	return s
 }
 
@@ -72,10 +78,11 @@ func getArgsPage(t *testing.T, s *Shield, o LivePageOptions) (argsPage, string, 
 	return p, js, html
 }
 
-// statementOn returns the page's line of the statement whose text is q.
+// statementOn returns the page's line of the statement whose text is q:
+// of its shape.
 func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) livepage.Line {
 	t.Helper()
-	want := s.Explain(context.Background(), q).Normalized
+	want := s.Explain(context.Background(), q).Shape
 	if !show {
 		want, _ = redact.NewHasher(s.statements.ValueKey()).Text(want, "")
 	}
@@ -95,7 +102,7 @@ func statementOn(t *testing.T, s *Shield, p argsPage, q string, show bool) livep
 func TestLivePageHidesArguments(t *testing.T) {
 	s := argsShield(t)
 	p, js, html := getArgsPage(t, s, LivePageOptions{})
-	for _, secret := range []string{secretArg, otherArg, secretLit, secretNumber, "alice@", "carol@", "bob@"} {
+	for _, secret := range []string{secretArg, otherArg, secretLit, secretNumber, inlineA, inlineB, "alice@", "carol@", "bob@"} {
 		if strings.Contains(js, secret) {
 			t.Errorf("the JSON shows %q:\n%s", secret, js)
 		}
@@ -130,7 +137,7 @@ func TestLivePageHidesArguments(t *testing.T) {
 	// The text keeps its shape and parameters; its literals are hashes,
 	// and so is its fingerprint (FNV of the text, it would let one guess a
 	// literal); a text without literals keeps its fingerprint.
-	shape := regexp.MustCompile(`^SELECT n FROM accounts WHERE email = \$1 AND note <> '(#[0-9a-f]{12})' AND id <> (#[0-9a-f]{12})$`)
+	shape := regexp.MustCompile(`^SELECT n FROM accounts WHERE email = \$1 AND note <> '(#[0-9a-f]{12})'::text AND id <> (#[0-9a-f]{12})::bigint$`)
 	if !shape.MatchString(lit.SQL) {
 		t.Errorf("text with literals shows as %q", lit.SQL)
 	}
@@ -141,6 +148,13 @@ func TestLivePageHidesArguments(t *testing.T) {
 	i := slices.IndexFunc(p.Advice, func(a Advice) bool { return a.SQL == lit.SQL })
 	if i < 0 || p.Advice[i].Fingerprint != lit.Fingerprint {
 		t.Errorf("the advice on the text with literals is not hashed alike: %+v", p.Advice)
+	}
+	// Inlined values: one statement, its shape, which holds no value (its
+	// fingerprint neither: it shows as it is, as Explain says it).
+	inline := statementOn(t, s, p, argsInline+inlineA, false)
+	if inline.SQL != argsInline+"$1" || inline.Calls != 2 ||
+		inline.Fingerprint != s.Explain(ctx, argsInline+inlineB).Fingerprint {
+		t.Errorf("inlined values: %+v, fingerprint %s", inline, s.Explain(ctx, argsInline+inlineB).Fingerprint)
 	}
 
 	// The same hashes on the next request.

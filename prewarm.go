@@ -260,7 +260,7 @@ func (t *warmTarget) Warm(ctx context.Context, f *fate, text string) (hotset.Out
 		return hotset.Skipped, nil
 	}
 	rd := &read{c: t.c, query: text, r: f.r, a: f.a, v: f.v, plan: f.plan, args: f.args, key: string(key),
-		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.Lookup(f.r.Normalized)}
+		tables: f.tables, known: f.known, rows: f.rows, stats: s.statements.Lookup(f.r.ShapeKey)}
 	if !t.fleet {
 		return t.replay(ctx, rd, seen)
 	}

@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -301,6 +302,42 @@ func TestPrewarmFromStatistics(t *testing.T) {
 	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db})
 	if err != nil || rep.Replayed != 2 || d.queries.Load()-before != 2 {
 		t.Fatalf("%+v %v, %d queries", rep, err, d.queries.Load()-before)
+	}
+}
+
+// TestPrewarmShapeTexts: a statement whose values are inlined is one
+// statement (its shape) in the statistics; pre-warming from them replays
+// each hot key with its own text, so that the keys warmed are the keys the
+// application reads.
+func TestPrewarmShapeTexts(t *testing.T) {
+	d := &fakeDriver{}
+	db, s := openWarm(t, d)
+	text := func(id int) string {
+		return fmt.Sprintf("/* sqlflight: ttl=1m */ SELECT n FROM products WHERE (id = %d)", id)
+	}
+	for range 2 { // a key's arguments (none) are kept from its second call
+		for id := range 3 {
+			readAll(t, db, text(id))
+		}
+	}
+	sts := s.Statements()
+	if len(sts) != 1 || sts[0].SQL != "SELECT n FROM products WHERE (id = $1)" || sts[0].Calls != 6 || len(sts[0].HotKeys) != 3 {
+		t.Fatalf("statements %+v", sts)
+	}
+	if x := s.Explain(context.Background(), text(7)); x.Fingerprint != sts[0].Fingerprint || x.Statement == nil || x.Shape != sts[0].SQL {
+		t.Fatalf("explain of another value: shape %q fingerprint %s, statement %+v", x.Shape, x.Fingerprint, x.Statement)
+	}
+	s.InvalidateAll()
+	rep, err := s.Prewarm(context.Background(), PrewarmOptions{DB: db})
+	if err != nil || rep.Replayed != 3 || rep.Statements != 3 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	before := d.queries.Load()
+	for id := range 3 {
+		readAll(t, db, text(id))
+	}
+	if got := d.queries.Load() - before; got != 0 {
+		t.Fatalf("%d origin queries after pre-warming, want 0 (a key was warmed with another text)", got)
 	}
 }
 

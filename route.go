@@ -163,9 +163,12 @@ func (s *engine) decide(ctx context.Context, c *conn, f *fate, annotated bool, a
 		return
 	}
 	// Tagged by the rows it reads when it depends on its filter's table
-	// alone (as the server or its tables= annotation says).
+	// alone (as the server or its tables= annotation says); by its own
+	// text's filter, the verdict's being its shape's (rowlevel.go).
 	if v := f.v; v != nil && v.Rows != nil && f.known && len(f.tables) == 1 && epoch.TableKey(f.tables[0]) == v.Rows.Table {
-		f.rows = v.Rows.Deps(args)
+		if rf := c.sc.rowsOf(v, r); rf != nil {
+			f.rows = rf.Deps(args)
+		}
 	}
 }
 
@@ -188,18 +191,18 @@ func (c *conn) verdictFor(ctx context.Context, f *fate) (route.Verdict, bool) {
 	}, true
 }
 
-// logBypass says at debug level, once per statement and reason, why a read
-// was not shared.
+// logBypass says at debug level, once per statement shape and reason, why
+// a read was not shared.
 func (s *engine) logBypass(ctx context.Context, r *sqlscan.Result, reason string) {
-	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.Add(reason+"\x00"+r.Normalized, time.Now(), time.Hour) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) || !s.warned.Add(reason+"\x00"+r.ShapeKey, time.Now(), time.Hour) {
 		return
 	}
 	s.log.DebugContext(ctx, "sqlflight: statement not shared",
-		"reason", reason, "scanner", r.Reason, "fingerprint", key.Fingerprint(r.Normalized))
+		"reason", reason, "scanner", r.Reason, "fingerprint", key.Fingerprint(r.ShapeKey))
 }
 
 // annotationOf parses r's annotation and reports whether it has a good one.
-// A malformed one is counted and warned about once per statement; it yields
+// A malformed one is counted and warned about once per statement shape; it yields
 // false, or an error wrapping ErrBadAnnotation under Options.Strict.
 func (s *engine) annotationOf(r *sqlscan.Result) (annotation.Annotation, bool, error) {
 	if !r.HasAnnotation {
@@ -214,9 +217,9 @@ func (s *engine) annotationOf(r *sqlscan.Result) (annotation.Annotation, bool, e
 	if s.opts.Strict {
 		return annotation.Annotation{}, false, err
 	}
-	if s.warned.Add(r.Normalized, time.Now(), 24*time.Hour) {
+	if s.warned.Add(r.ShapeKey, time.Now(), 24*time.Hour) {
 		s.log.Warn("sqlflight: malformed annotation; statement runs unshared",
-			"error", err, "fingerprint", key.Fingerprint(r.Normalized))
+			"error", err, "fingerprint", key.Fingerprint(r.ShapeKey))
 	}
 	return annotation.Annotation{}, false, nil
 }

@@ -9,7 +9,9 @@ import (
 )
 
 // Per-statement statistics: what each statement shape (the fingerprint of
-// its normalized text) costs the database and how it was served. The
+// its shape key: its normalized text, the constants that do not change
+// what the server concludes as placeholders, sqlscan.Result.Shape) costs
+// the database and how it was served. The
 // connection and the flights make one call each into this file; the
 // counting is internal/stats' (a Space-Saving top-K of statements, each
 // with its hot keys), this file says what a call was.
@@ -53,11 +55,13 @@ const (
 )
 
 // StatementStats are the statistics of one statement shape (its
-// normalized text) in Shield.Statements. Calls is a Space-Saving count: the
-// true number of calls lies between Calls-Error and Calls. The other
-// counters count exactly, from Since, when the statement entered the table
-// (a statement leaves it when a new one needs its place and it has the
-// fewest calls). Durations are in seconds.
+// normalized text, constants as placeholders: WHERE (id = 4) and WHERE
+// (id = 5) are one statement, WHERE (id = $1)) in Shield.Statements. Calls
+// is a Space-Saving count: the true number of calls lies between
+// Calls-Error and Calls. The other counters count exactly, from Since,
+// when the statement entered the table (a statement leaves it when a new
+// one needs its place and it has the fewest calls). Durations are in
+// seconds.
 type StatementStats = stats.StatementStats
 
 // Latency is a distribution of sampled call durations, in seconds.
@@ -82,13 +86,16 @@ type stmtTable = stats.Table
 type planNote = stats.Plan
 
 // stmtCall is one call of a statement on its way: its counters (nil when
-// not counted), its outcome, when it began (zero when it is not timed) and
-// its key's hash. An exec ends with st.Ended.
+// not counted), its outcome, when it began (zero when it is not timed), its
+// key's hash and, for a statement whose texts differ in their constants,
+// its text as sent (its hot key's, for pre-warming). An exec ends with
+// st.Ended.
 type stmtCall struct {
 	st    *stmtStats
 	out   outcome
 	began time.Time
 	key   uint64
+	text  string
 }
 
 // callBegins counts a call of f's statement (query is the text as sent),
@@ -99,6 +106,9 @@ func (s *engine) callBegins(f *fate, query string) {
 	}
 	st, n := s.statements.Of(f.r, query, s.opts.Clock, stats.BypassOutcome(f.reason), key.Fingerprint)
 	f.stat.st = st
+	if st.Shaped() {
+		f.stat.text = query
+	}
 	if n%sampleEvery == 1 || st.Plan() == nil {
 		f.stat.began = time.Now()
 		pol := &f.plan.pol
@@ -123,6 +133,9 @@ func (s *engine) callEnds(c *conn, f *fate, errp *error) {
 		out = stats.BypassOutcome(f.reason)
 	}
 	st.Ended(out, sc.began, *errp != nil)
+	if sc.text != "" && sc.key != 0 {
+		st.NoteKeyText(sc.key, sc.text) // the shape's texts differ: each key keeps its own
+	}
 	if out == outNone {
 		return
 	}

@@ -56,7 +56,7 @@ func (s *engine) fetchShared(ctx context.Context, rd *read, seq uint64) (*entry,
 		if errors.Is(err, seal.ErrForged) {
 			msg = "sqlflight: a result in the shared tier failed authentication (another secret, or written by someone else); treated as a miss"
 		}
-		s.warned.Warn(s.log, "l2-decode", rd.r.Normalized, msg, errText.Attr(err), "fingerprint", key.Fingerprint(rd.r.Normalized))
+		s.warned.Warn(s.log, "l2-decode", rd.r.ShapeKey, msg, errText.Attr(err), "fingerprint", key.Fingerprint(rd.r.ShapeKey))
 	})
 	if err != nil || version == 0 {
 		return nil, err

@@ -64,10 +64,11 @@ func (h verdictHost) Spare(ctx context.Context, f func(pgverdict.Session) error)
 	return err
 }
 
-// Rows returns the row filter of the verdict v on r, learning the classes
-// of its table's columns from the catalog (the Shield remembers them for
-// the writes and changes to that table), or nil when its reads are judged
-// by their table.
+// Rows returns the row filter of r, the text the verdict v's probe planned,
+// learning the classes of its table's columns from the catalog (the Shield
+// remembers them for the writes and changes to that table), or nil when its
+// reads are judged by their table. The other texts of v's statement shape
+// derive their own from it (rowsOf).
 func (h verdictHost) Rows(ctx context.Context, conn pgverdict.Session, r *sqlscan.Result, v *verdict) *readFilter {
 	rf, table := rowlevel.FilterOf(r, h.sc.verdicts.NonStandard())
 	if rf == nil {
@@ -92,8 +93,8 @@ func (h verdictHost) Probed(r *sqlscan.Result, took time.Duration, err error, re
 	}
 	if err != nil {
 		s.stats.probeFailures.Add(1)
-		s.warned.Warn(s.log, "probe", r.Normalized, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
-			"error", errText.Class(err), "fingerprint", key.Fingerprint(r.Normalized))
+		s.warned.Warn(s.log, "probe", r.ShapeKey, "sqlflight: the server's verdict on a statement could not be had; it runs unshared",
+			"error", errText.Class(err), "fingerprint", key.Fingerprint(r.ShapeKey))
 	}
 }
 

@@ -75,7 +75,8 @@ func TestLivePageBrowser(t *testing.T) {
 
 	cached := fmt.Sprintf(`/* sqlflight: soft=10s hard=1m name=product_page */ SELECT id, label FROM %s WHERE id = $1`, table)
 	plain := fmt.Sprintf(`SELECT label FROM %s WHERE id = $1 ORDER BY label`, table)
-	hostile := fmt.Sprintf(`SELECT id FROM %s WHERE label <> '%s' AND label <> $1`, table, strings.ReplaceAll(hostileLabel, "'", "''"))
+	// Cast, the literal stays in the statement's shape, which the page shows.
+	hostile := fmt.Sprintf(`SELECT id FROM %s WHERE label <> '%s'::text AND label <> $1`, table, strings.ReplaceAll(hostileLabel, "'", "''"))
 	write := fmt.Sprintf(`UPDATE %s SET label = label WHERE id = $1`, table)
 	read := func(q string, args ...any) {
 		t.Helper()

@@ -237,6 +237,9 @@ func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 		line("changes", "%s", list(x.WriteClosure))
 	}
 	line("normalized", "%s", x.Normalized)
+	if x.Shape != "" && x.Shape != x.Normalized {
+		line("shape", "%s", x.Shape)
+	}
 	line("fingerprint", "%s", x.Fingerprint)
 	pol := policyFields(x.Policy)
 	if len(pol) == 0 {

@@ -50,7 +50,8 @@ func TestTopOnce(t *testing.T) {
 	exec(`INSERT INTO products VALUES (1, 'grinder'), (2, 'kettle')`)
 	cached := `/* sqlflight: ttl=1m name=product_page */ SELECT id, name FROM products WHERE id = ?`
 	plain := `SELECT name FROM products WHERE id = ? ORDER BY name`
-	hostile := "SELECT id FROM products WHERE name <> '\x1b]0;pwned\x07\x1b[2J' AND id = ?"
+	// Cast, its literal stays in the statement's shape, which top shows.
+	hostile := "SELECT id FROM products WHERE name <> CAST('\x1b]0;pwned\x07\x1b[2J' AS TEXT) AND id = ?"
 	for i := range 30 {
 		read(cached, 1+i%2)
 	}

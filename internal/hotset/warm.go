@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,12 @@ func SealKeys(secret, previous string, minLen int, short error) ([][]byte, error
 // hottest statements that are shared and cached under a TTL, at most n,
 // each with at most m of its hottest keys whose arguments are kept for
 // warming (stats.WarmArgs); a statement without such a key, or without a
-// text kept for warming, is left out.
+// text kept for warming, is left out. A statement shape whose texts differ
+// in their constants (WHERE id = 4, WHERE id = 5) gives a hot set
+// statement per text among its hot keys (stats.KeyText), each with its
+// keys (and the calls of its keys as its calls, but for the statement's
+// own text), so that each key is replayed with its own text; a key whose
+// text was not kept is left out.
 func Build(t *stats.Table, now time.Time, n, m int) *Set {
 	hs := &Set{Format: Format, Version: Version, Saved: now.UTC(), Statements: []Statement{}}
 	for _, st := range t.Snapshot() {
@@ -109,16 +115,33 @@ func Build(t *stats.Table, now time.Time, n, m int) *Set {
 		if st.WarmText() == "" || p == nil || p.Reason != "" || !p.Cache {
 			continue
 		}
-		hst := Statement{Fingerprint: st.Fingerprint(), Text: st.WarmText(), Policy: p.Policy(), Calls: st.Calls()}
+		own := Statement{Fingerprint: st.Fingerprint(), Text: st.WarmText(), Policy: p.Policy(), Calls: st.Calls()}
+		var others []Statement // the shape's other texts, hottest key first
 		for _, k := range st.HotKeys() {
 			raw, warm := stats.WarmArgs(k)
-			if !warm || len(hst.Keys) >= m {
+			text, known := stats.KeyText(k)
+			if !warm || !known {
+				continue
+			}
+			hst := &own
+			if text != "" && text != own.Text {
+				i := slices.IndexFunc(others, func(o Statement) bool { return o.Text == text })
+				if i < 0 {
+					i = len(others)
+					others = append(others, Statement{Fingerprint: own.Fingerprint, Text: text, Policy: own.Policy})
+				}
+				hst = &others[i]
+				hst.Calls += k.Calls
+			}
+			if len(hst.Keys) >= m {
 				continue
 			}
 			hst.Keys = append(hst.Keys, KeyArgs{Calls: k.Calls, Args: EncodeArgs(raw), Raw: raw})
 		}
-		if len(hst.Keys) > 0 {
-			hs.Statements = append(hs.Statements, hst)
+		for _, hst := range append([]Statement{own}, others...) {
+			if len(hst.Keys) > 0 && len(hs.Statements) < n {
+				hs.Statements = append(hs.Statements, hst)
+			}
 		}
 	}
 	return hs
@@ -259,14 +282,14 @@ func (w *Warmer[J]) judge(ctx context.Context, hst Statement) (*sqlscan.Result, 
 	if reason.Refusal == "" && !w.Trusted && reason.Pure {
 		reason.Refusal = "its annotation vouches for functions (pure=), which a hot set may not"
 	}
-	if reason.Refusal == "" && w.Seen != nil && w.Seen.Lookup(r.Normalized) == nil {
+	if reason.Refusal == "" && w.Seen != nil && w.Seen.Lookup(r.ShapeKey) == nil {
 		reason.Refusal = "this Shield has not seen the statement (OnlySeen)"
 	}
 	if reason.Refusal != "" {
 		w.refused.Add(1)
 		w.Counters.Skipped.Add(uint64(len(hst.Keys)))
 		w.Log.InfoContext(ctx, "sqlflight: pre-warm refused a statement", "reason", reason.Refusal,
-			"fingerprint", key.Fingerprint(r.Normalized), "keys", len(hst.Keys))
+			"fingerprint", key.Fingerprint(r.ShapeKey), "keys", len(hst.Keys))
 		return nil, false
 	}
 	w.statements.Add(1)
@@ -291,8 +314,8 @@ func (w *Warmer[J]) warm(ctx context.Context, k warmKey) {
 	case Failed:
 		w.failed.Add(1)
 		w.Counters.Failed.Add(1)
-		w.Warn("prewarm", k.r.Normalized, "sqlflight: pre-warming a key failed",
-			w.ErrAttr(err), "fingerprint", key.Fingerprint(k.r.Normalized), "name", j.Name)
+		w.Warn("prewarm", k.r.ShapeKey, "sqlflight: pre-warming a key failed",
+			w.ErrAttr(err), "fingerprint", key.Fingerprint(k.r.ShapeKey), "name", j.Name)
 	default:
 		w.skip()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -145,6 +146,14 @@ func TestWarmerOnlySeen(t *testing.T) {
 	if rep := w.Run(context.Background(), hs, 1); rep.Statements != 1 || rep.Refused != 1 || rep.Replayed != 1 {
 		t.Fatalf("%+v", rep)
 	}
+	// A text of a shape seen with other constants is seen.
+	tbl.Of(sqlscan.Scan("SELECT c FROM t WHERE id = 4 AND k = $1"), "", clockAt{time.Now()}, stats.OutNone, func(s string) string { return s })
+	hs = &hotset.Set{Statements: []hotset.Statement{statement("SELECT c FROM t WHERE id = 5 AND k = $1", 1)}}
+	w = newWarmer(&fakeTarget{}, &c, &warned)
+	w.Seen = &tbl
+	if rep := w.Run(context.Background(), hs, 1); rep.Statements != 1 || rep.Refused != 0 {
+		t.Fatalf("another text of a seen shape: %+v", rep)
+	}
 }
 
 type clockAt struct{ t time.Time }
@@ -219,5 +228,42 @@ func TestSealKeys(t *testing.T) {
 	}
 	if keys, _ := hotset.SealKeys(a, a, 16, short); len(keys) != 1 {
 		t.Errorf("the same secret twice: %d keys", len(keys))
+	}
+}
+
+// TestBuildShapeTexts: a statement shape whose texts differ in their
+// constants gives a hot set statement per text of its hot keys, each key
+// with its own text; the statement of a parameter keeps its one text.
+func TestBuildShapeTexts(t *testing.T) {
+	var tbl stats.Table
+	text := func(n int) string { return fmt.Sprintf(`SELECT id, v FROM t WHERE (id = %d)`, n) }
+	var st *stats.Statement
+	for round := range 2 { // arguments are kept from a key's second call
+		for n := range 3 {
+			r := sqlscan.Scan(text(n))
+			st, _ = tbl.Of(r, text(n), clockAt{time.Now()}, stats.OutNone, func(s string) string { return "fp" })
+			st.NoteKeyText(st.SawKey(text(n), nil), text(n))
+			if round == 0 && n == 2 {
+				st.SawKey(text(n), nil) // id = 2 is the hottest
+			}
+		}
+	}
+	st.SetPlan(&stats.Plan{Cache: true, Soft: time.Minute, Hard: time.Minute})
+	hs := hotset.Build(&tbl, time.Now(), 32, 8)
+	got := map[string]int{}
+	for _, hst := range hs.Statements {
+		if hst.Fingerprint != "fp" || len(hst.Keys) != 1 {
+			t.Fatalf("statement %+v", hst)
+		}
+		got[hst.Text] = int(hst.Keys[0].Calls)
+	}
+	if len(got) != 3 || got[text(0)] != 2 || got[text(1)] != 2 || got[text(2)] != 3 {
+		t.Fatalf("hot set texts %v", got)
+	}
+	if hs.Statements[0].Text != text(0) {
+		t.Fatalf("the statement's own text is not first: %q", hs.Statements[0].Text)
+	}
+	if hs := hotset.Build(&tbl, time.Now(), 2, 8); len(hs.Statements) != 2 {
+		t.Fatalf("%d statements for a bound of 2", len(hs.Statements))
 	}
 }

@@ -5,10 +5,15 @@
 // A read whose statement reads one table only through equality conditions
 // on columns of known types (WHERE id = $1, WHERE tenant_id = $1 AND id =
 // $2, id IN (…)) depends on the rows those conditions select: [FilterOf]
-// finds the conditions of a statement shape, [NewReadFilter] keeps those on
+// finds the conditions of a statement text, [NewReadFilter] keeps those on
 // columns whose class the catalog gave (and whose parameters the server
 // typed in that class), and [ReadFilter.Deps] tags one read with (table,
-// column, value) for each of them ([epoch.RowDeps]). A write that proves
+// column, value) for each of them ([epoch.RowDeps]). A filter is its
+// text's: one made from WHERE id = 4 never tags a read of WHERE id = 5, a
+// text of the same statement shape whose verdict it came with;
+// [ReadFilter.Fits] tells whether it tags such a text's reads too (its
+// conditions hold parameters alone), and [ReadFilter.For] makes that text's
+// own filter under the same column classes and parameter types. A write that proves
 // which values of which columns the rows it touches have, before and after
 // ([WriteOf] for a statement, [Changes] for the changes a feed reports),
 // pins those columns to those values ([epoch.RowWrite]); the epochs decide

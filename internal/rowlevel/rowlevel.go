@@ -118,15 +118,27 @@ func operandValues(class verdict.ColClass, ops []sqlscan.Operand, args []driver.
 	return vals, true
 }
 
-// ReadFilter is the server-checked row filter of a statement shape: the
+// ReadFilter is the server-checked row filter of a statement text: the
 // conditions on its one table that may tag its reads. It is read-only once
 // made, and safe for concurrent use.
+//
+// A filter belongs to the text it was made from: a condition's values may
+// be constants of that text (WHERE id = 4), and another text of the same
+// statement shape (WHERE id = 5, sqlscan.Result.ShapeKey) reads other rows.
+// Fits tells whether it tags the reads of another text too; For makes that
+// text's own.
 type ReadFilter struct {
 	// Table is the filter's table (epoch.TableKey): its reads are tagged
 	// only when what they depend on is that table alone.
 	Table   string
 	conds   []sqlscan.Condition
 	classes []verdict.ColClass
+	// literal: a condition's values hold a constant of the text.
+	literal bool
+	// cols and params are what it was made under (NewReadFilter's), for
+	// For.
+	cols   map[string]verdict.ColClass
+	params []uint32
 }
 
 // FilterOf returns the row filter of r, a single SELECT with equality
@@ -146,9 +158,9 @@ func FilterOf(r *sqlscan.Result, nonStd bool) (*sqlscan.RowFilter, string) {
 // NewReadFilter keeps the conditions of rf (on table, as FilterOf named
 // it) on columns of known classes in cols whose parameters the server
 // typed (params, the parameters' type OIDs) in the same class; nil when
-// none is left.
+// none is left. cols and params must not change afterwards.
 func NewReadFilter(rf *sqlscan.RowFilter, table string, cols map[string]verdict.ColClass, params []uint32) *ReadFilter {
-	out := &ReadFilter{Table: table}
+	out := &ReadFilter{Table: table, cols: cols, params: params}
 	for _, c := range rf.Where {
 		class := cols[c.Column]
 		if class == verdict.ClassNone {
@@ -164,6 +176,9 @@ func NewReadFilter(rf *sqlscan.RowFilter, table string, cols map[string]verdict.
 		if ok {
 			out.conds = append(out.conds, c)
 			out.classes = append(out.classes, class)
+			for _, op := range c.Values {
+				out.literal = out.literal || op.Kind == sqlscan.OpNumber || op.Kind == sqlscan.OpString
+			}
 		}
 	}
 	if len(out.conds) == 0 {
@@ -172,7 +187,30 @@ func NewReadFilter(rf *sqlscan.RowFilter, table string, cols map[string]verdict.
 	return out
 }
 
-// Deps returns the tags of one read of the filter's shape with args, or
+// Fits reports whether rf, made from a text of r's statement shape, tags
+// r's reads as they must be: its conditions hold no constant of the text it
+// was made from (parameters alone: every text of the shape selects rows
+// alike), or r is its own shape (no constant of r was replaced, so the
+// only text of its shape is r's: rf was made from it).
+func (rf *ReadFilter) Fits(r *sqlscan.Result) bool {
+	return !rf.literal || r.ShapeKey == r.Normalized
+}
+
+// For returns the row filter of r, a text of the statement shape of the
+// text rf was made from, when rf does not fit it: r's own conditions, kept
+// under the column classes and parameter types rf was made under (the
+// shape's, which the server gave), or nil when none is left (r's reads are
+// judged by their table). nonStd is set when the server's strings are not
+// standard-conforming.
+func (rf *ReadFilter) For(r *sqlscan.Result, nonStd bool) *ReadFilter {
+	f, table := FilterOf(r, nonStd)
+	if f == nil || table != rf.Table {
+		return nil
+	}
+	return NewReadFilter(f, table, rf.cols, rf.params)
+}
+
+// Deps returns the tags of one read of the filter's text with args, or
 // nil (judged by its table): a condition whose values cannot be known is
 // left out, the others still bound the rows read.
 func (rf *ReadFilter) Deps(args []driver.NamedValue) *epoch.RowDeps {

@@ -174,3 +174,57 @@ func TestWriteOf(t *testing.T) {
 		t.Errorf("after a schema change: %+v", rw)
 	}
 }
+
+// TestReadFilterPerText: the filter made from one text of a statement
+// shape never tags the reads of another text of it by its own constants:
+// that text gets its own filter, under the same classes and parameter
+// types. A filter of parameters alone fits every text of its shape.
+func TestReadFilterPerText(t *testing.T) {
+	cols := map[string]verdict.ColClass{"id": verdict.ClassInt, "tenant_id": verdict.ClassInt}
+	r4 := sqlscan.Parse(`SELECT id, v FROM items WHERE (id = 4)`)
+	r5 := sqlscan.Parse(`SELECT id, v FROM items WHERE (id = 5)`)
+	if r4.ShapeKey != r5.ShapeKey {
+		t.Fatalf("two shapes: %q %q", r4.ShapeKey, r5.ShapeKey)
+	}
+	rf, table := rowlevel.FilterOf(r4, false)
+	f4 := rowlevel.NewReadFilter(rf, table, cols, nil)
+	if f4 == nil {
+		t.Fatal("no filter for id = 4")
+	}
+	if f4.Fits(r5) {
+		t.Fatal("the filter of id = 4 fits id = 5")
+	}
+	f5 := f4.For(r5, false)
+	if d := f5.Deps(nil); d == nil || fmt.Sprint(d.Keys) != fmt.Sprint(tagged("items", []string{"id"}, []string{"5"}).Keys) {
+		t.Fatalf("id = 5 tagged %+v", d)
+	}
+	if d := f4.Deps(nil); fmt.Sprint(d.Keys) != fmt.Sprint(tagged("items", []string{"id"}, []string{"4"}).Keys) {
+		t.Fatalf("id = 4 tagged %+v", d)
+	}
+	// A text of the shape whose own conditions are not all proven: no
+	// filter (a string with a backslash is never taken as a value).
+	rs := sqlscan.Parse(`SELECT id, v FROM items WHERE (id = 4) AND (name = 'a')`)
+	rb := sqlscan.Parse(`SELECT id, v FROM items WHERE (id = 4) AND (name = 'a\b')`)
+	rf, table = rowlevel.FilterOf(rs, false)
+	fs := rowlevel.NewReadFilter(rf, table, cols, nil)
+	if rs.ShapeKey != rb.ShapeKey || fs == nil || fs.For(rb, false) != nil {
+		t.Fatalf("the text with a backslash got a filter: %+v", fs.For(rb, false))
+	}
+	// Parameters alone (the constant is on a column that is not tagged):
+	// one filter for every text of the shape.
+	p1 := sqlscan.Parse(`SELECT * FROM items WHERE tenant_id = $1 AND name = 'a'`)
+	p2 := sqlscan.Parse(`SELECT * FROM items WHERE tenant_id = $1 AND name = 'b'`)
+	rf, table = rowlevel.FilterOf(p1, false)
+	fp := rowlevel.NewReadFilter(rf, table, cols, []uint32{23})
+	if fp == nil || !fp.Fits(p2) || p1.ShapeKey != p2.ShapeKey {
+		t.Fatal("a filter of parameters alone does not fit its shape")
+	}
+	// A text that is its own shape (its constant stays: a time word):
+	// its filter fits it.
+	own := sqlscan.Parse(`SELECT * FROM items WHERE code = 'today'`)
+	rf, table = rowlevel.FilterOf(own, false)
+	fo := rowlevel.NewReadFilter(rf, table, map[string]verdict.ColClass{"code": verdict.ClassText}, nil)
+	if own.ShapeKey != own.Normalized || fo == nil || !fo.Fits(own) {
+		t.Fatalf("%q: shape %q, filter %+v", own.Normalized, own.ShapeKey, fo)
+	}
+}

@@ -28,6 +28,9 @@ type analyzer struct {
 	unknown  []string
 	timeLit  bool // a string constant holds a clock-relative date/time word
 	nesting  int
+	// keepLit are the source positions of constants whose text the walk
+	// read (a sequence named by a literal): the shape keeps them.
+	keepLit []int
 }
 
 var analyzers = sync.Pool{New: func() any { return new(analyzer) }}
@@ -66,6 +69,7 @@ func (a *analyzer) release() {
 
 func (a *analyzer) parse(sql string, nonStd bool) *Result {
 	a.lx.nonStd = nonStd
+	a.lx.shaping = true
 	a.lx.run(sql)
 	a.timeLit = false
 	a.src = sql
@@ -75,6 +79,7 @@ func (a *analyzer) parse(sql string, nonStd bool) *Result {
 	a.ctes = a.ctes[:0]
 	a.cteIndex = nil
 	a.nesting = 0
+	a.keepLit = a.keepLit[:0]
 	n := len(a.toks)
 	a.match = grow(a.match, n)
 	a.role = grow(a.role, n)
@@ -91,6 +96,16 @@ func (a *analyzer) parse(sql string, nonStd bool) *Result {
 		r.Statements = append(r.Statements, a.statement(s[0], s[1]))
 	}
 	a.summarize(r)
+	switch {
+	case a.lx.err == errNUL:
+		// Normalized is the text as it is, NUL bytes included: its key
+		// starts with one, which no other key does.
+		r.Shape, r.ShapeKey = r.Normalized, "\x00"+r.Normalized
+	case shapeKinds(r):
+		r.Shape, r.ShapeKey = a.lx.shape(r.Normalized, r.Params, a.keepLit)
+	default:
+		r.Shape, r.ShapeKey = r.Normalized, r.Normalized
+	}
 	return r
 }
 

@@ -2,8 +2,9 @@
 //
 // It decides, without a database round trip, whether a statement is a read-only query whose
 // result may be shared between callers (coalesced in flight, or cached), which relations it
-// reads and writes, what it does to the transaction and session state, and which
-// `sqlflight:` annotations its comments carry.
+// reads and writes, what it does to the transaction and session state, which `sqlflight:`
+// annotations its comments carry, and what the statement's shape is (its text with its
+// values as placeholders).
 //
 // # Correctness first
 //
@@ -35,6 +36,23 @@
 // likewise a text containing a NUL byte is left as it is).
 // Normalization is idempotent, and texts that differ only in comments and whitespace outside
 // literals normalize identically.
+//
+// # Shapes
+//
+// Result.Shape is the statement shape of a text: Normalized with each constant whose value
+// cannot change what the server concludes about the statement written as a placeholder $n,
+// numbered after the text's highest parameter, as pg_stat_statements shows them (WHERE
+// (id = 4) is WHERE (id = $1)). Numbers of decimal digits and plain one-line '…' strings
+// compared, listed (IN, VALUES, ARRAY), in BETWEEN, LIKE, CASE, LIMIT or OFFSET, or passed to
+// a function are replaced; casts and typed constants ('x'::regclass, date 'today'), strings
+// holding a time word, other kinds of string, numbers of other bases, positional references
+// (ORDER BY 2), DISTINCT ON, type modifiers, sequence names, anything in a place not known,
+// statements other than queries and DML, and texts over 16 KiB are kept (shape.go has the
+// rules). Result.ShapeKey adds the type the server gives each placeholder's constant (int4,
+// int8, numeric, an unknown-typed string), so that two texts share a key only when the server
+// resolves the same functions, operators and relations for both. What the scanner derives from
+// a literal's text (TimeLiteral, a sequence's name) stays the text's own. Shape is Normalized
+// itself when nothing is replaced.
 //
 // # Known limitations
 //

@@ -69,8 +69,9 @@ type RowFilter struct {
 // A WHERE is recognised only when it is a conjunction of `col = v`, `v = col` and
 // `col IN (v, …)` where col is a column of t (bare or qualified by t or its alias) and each v
 // is a single $n, number, plain string, TRUE, FALSE or NULL with no cast, COLLATE or operator
-// around it; OR, NOT, parentheses, functions of the column and anything else make Filter
-// answer false. nonStd lexes '…' strings as a server with standard_conforming_strings = off
+// around it; parentheses may group such conjunctions ((a = 1) AND (b = 2), as ORMs write them);
+// OR, NOT, other parentheses, functions of the column and anything else make Filter answer
+// false. nonStd lexes '…' strings as a server with standard_conforming_strings = off
 // does; strings holding a backslash are never taken as values.
 func Filter(sql string, nonStd bool) (*RowFilter, bool) {
 	var lx lexer
@@ -268,9 +269,30 @@ func (p *filterParser) isOp(i int, op string) bool {
 	return p.kind(i) == tOp && p.text(i) == op
 }
 
+// maxWhereDepth bounds the parentheses around conditions that where follows.
+const maxWhereDepth = 32
+
 // where parses AND-ed conditions from i up to a token that stop accepts (or the end).
 func (p *filterParser) where(i int, stop func(int) bool) (int, bool) {
+	return p.whereIn(i, stop, 0)
+}
+
+// whereIn is where inside depth parentheses: a conjunct may be a
+// parenthesised conjunction itself, (a = 1) AND (b = 2) as ORMs write it.
+func (p *filterParser) whereIn(i int, stop func(int) bool, depth int) (int, bool) {
 	for {
+		if p.kind(i) == tLParen && depth < maxWhereDepth {
+			j, ok := p.whereIn(i+1, func(k int) bool { return p.kind(k) == tRParen }, depth+1)
+			if !ok || p.kind(j) != tRParen {
+				return 0, false // (id) = 1, (a, b) = …, or an OR inside
+			}
+			next, done, ok := p.and(j+1, stop)
+			if !ok || done {
+				return next, ok
+			}
+			i = next
+			continue
+		}
 		var c Condition
 		if col, j, ok := p.column(i); ok {
 			c.Column = col
@@ -315,15 +337,25 @@ func (p *filterParser) where(i int, stop func(int) bool) (int, bool) {
 			c.Column, c.Values, i = col, []Operand{v}, k
 		}
 		p.f.Where = append(p.f.Where, c)
-		switch {
-		case i >= len(p.toks) || stop(i):
-			return i, true
-		case p.word(i) == "and":
-			i++
-		default:
-			return 0, false
+		next, done, ok := p.and(i, stop)
+		if !ok || done {
+			return next, ok
 		}
+		i = next
 	}
+}
+
+// and reads what follows a conjunct at i: the end of the conditions (the
+// end of the text, or a token stop accepts: done, at i), or AND (the next
+// conjunct starts after it); ok is false for anything else.
+func (p *filterParser) and(i int, stop func(int) bool) (next int, done, ok bool) {
+	switch {
+	case i >= len(p.toks) || stop(i):
+		return i, true, true
+	case p.word(i) == "and":
+		return i + 1, false, true
+	}
+	return 0, false, false
 }
 
 func (p *filterParser) selectStmt() (*RowFilter, bool) {

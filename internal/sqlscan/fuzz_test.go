@@ -2,6 +2,7 @@ package sqlscan
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -42,6 +43,8 @@ var fuzzSeeds = []string{
 	"UPDATE t SET (a, b) = (1, 2); SELECT * FROM a JOIN (b JOIN c ON true) ON true, join(1)",
 	"SELECT 'now'::timestamptz, date 'today', E'n\\x6fw', U&'!006Eow' UESCAPE '!', $$tomorrow$$, 'yester'\n'day'",
 	"SELECT x IS OF (int), 'a' LIKE 'b' ESCAPE ('!'), interval '1' day to second(3), x::character varying(3)",
+	`SELECT "t"."id", "t"."v" FROM "t" WHERE ("t"."id" = 4) AND (k IN (1, 'a', -2.5e3)) ORDER BY 2 LIMIT 10`,
+	"SELECT CASE WHEN a = 1 THEN'x'ELSE'y'END, f(3, 'b'), x=1AND y=2 FROM t GROUP BY 1 HAVING count(*) > 5",
 }
 
 func FuzzParse(f *testing.F) {
@@ -110,6 +113,34 @@ func checkParse(t *testing.T, sql string, nonStd bool) {
 	}
 	if r.TimeLiteral && r.Verdict == Shareable {
 		t.Fatalf("Shareable with a time literal: %q", sql)
+	}
+	checkShape(t, sql, r, n, parse)
+}
+
+// checkShape checks the invariants of r's shape: the normalized text has
+// the same; nothing replaced means the normalized text itself; and the
+// shape, read as a statement, is the text's with parameters for its
+// replaced constants (same kinds, relations and functions).
+func checkShape(t *testing.T, sql string, r, n *Result, parse func(string) *Result) {
+	if r.ShapeKey != n.ShapeKey || r.Shape != n.Shape {
+		t.Fatalf("shape changed by normalization:\n in: %q\n %q\n %q", sql, r.ShapeKey, n.ShapeKey)
+	}
+	if r.ShapeKey == r.Normalized || (r.ShapeKey != "" && r.ShapeKey[0] == 0) {
+		if r.Shape != r.Normalized {
+			t.Fatalf("shape %q of a text with nothing replaced: %q", r.Shape, sql)
+		}
+		return
+	}
+	classes, ok := strings.CutPrefix(r.ShapeKey, r.Shape+"\x00")
+	if !ok || classes == "" || strings.Trim(classes, "ibns") != "" || r.Err != "" {
+		t.Fatalf("shape key %q of %q", r.ShapeKey, sql)
+	}
+	s := parse(r.Shape)
+	if s.Normalized != r.Shape || s.ShapeKey != r.Shape || s.Params != r.Params+len(classes) ||
+		s.Kind != r.Kind || s.Verdict != r.Verdict || s.ReadOnly != r.ReadOnly || s.TablesKnown != r.TablesKnown ||
+		s.TimeLiteral != r.TimeLiteral || !slices.Equal(s.Tables, r.Tables) || !slices.Equal(s.Writes, r.Writes) ||
+		!slices.Equal(s.Functions, r.Functions) || !slices.Equal(s.Unknown, r.Unknown) || len(s.Statements) != len(r.Statements) {
+		t.Fatalf("the shape reads as another statement:\n in:    %q\n shape: %q\n %+v\n %+v", sql, r.ShapeKey, r, s)
 	}
 }
 

@@ -65,6 +65,10 @@ type lexer struct {
 	// keepLists keeps every element of long constant lists (Filter needs
 	// each value of an IN list).
 	keepLists bool
+	// shaping finds the constants of the text's shape (shape.go), for a
+	// text up to shapeMaxSQL.
+	shaping bool
+	shp     shaper
 }
 
 func (lx *lexer) reset(src string) {
@@ -79,6 +83,7 @@ func (lx *lexer) reset(src string) {
 	lx.err = ""
 	lx.unicode = false
 	lx.lists.reset()
+	lx.shp.reset(lx.shaping && len(src) <= shapeMaxSQL)
 }
 
 // run lexes src completely.
@@ -118,6 +123,9 @@ func (lx *lexer) run(src string) {
 			i = lx.punct(i)
 		}
 	}
+	if lx.shp.on {
+		lx.shapeEnd()
+	}
 	lx.norm = lx.norm[:lx.keep]
 	if lx.unicode {
 		lx.mergeUescape()
@@ -142,12 +150,20 @@ func (lx *lexer) write(start, end int) {
 
 // push records a token whose text has already been written to the normalized text.
 func (lx *lexer) push(kind tokKind, start, end int, flags uint8) {
-	t := token{pos: start, end: end, kind: kind, flags: flags}
+	lx.pushWord(kind, start, end, flags, keyword{})
+}
+
+// pushWord is push for a token that may be a keyword (k).
+func (lx *lexer) pushWord(kind tokKind, start, end int, flags uint8, k keyword) {
+	t := token{pos: start, end: end, kind: kind, flags: flags, kw: k.id, kwf: k.flags}
 	if lx.keepLists || !lx.list(&t) {
 		lx.toks = append(lx.toks, t)
 	}
 	if kind != tSemi {
 		lx.keep = len(lx.norm)
+	}
+	if lx.shp.on {
+		lx.shapeToken(kind, start, end, flags, k)
 	}
 }
 
@@ -430,10 +446,7 @@ func (lx *lexer) word(i int) int {
 		j++
 	}
 	lx.write(i, j)
-	lx.push(tIdent, i, j, 0)
-	k := lookupKeyword(s[i:j])
-	t := &lx.toks[len(lx.toks)-1]
-	t.kw, t.kwf = k.id, k.flags
+	lx.pushWord(tIdent, i, j, 0, lookupKeyword(s[i:j]))
 	return j
 }
 

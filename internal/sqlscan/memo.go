@@ -30,9 +30,14 @@ func newMemoOf(entries, bytes int64, parse func(string) *Result) *scanMemo {
 	return &scanMemo{g: memo.NewGen(entries, bytes, resultSize), parse: parse}
 }
 
-// resultSize is the bytes a memo entry counts: an upper bound, since Normalized often aliases sql.
+// resultSize is the bytes a memo entry counts: an upper bound, since Normalized often aliases
+// sql; ShapeKey (Shape is a part of it) counts when it is not Normalized.
 func resultSize(sql string, r *Result) int64 {
-	return int64(len(sql) + len(r.Normalized))
+	n := len(sql) + len(r.Normalized)
+	if r.ShapeKey != r.Normalized {
+		n += len(r.ShapeKey)
+	}
+	return int64(n)
 }
 
 // One memo per lexing mode: a text scans differently when standard_conforming_strings is off.

@@ -741,6 +741,7 @@ func (a *analyzer) seqArg(p, hi int, c *facts) {
 		return
 	}
 	t := &a.toks[p+1]
+	a.keepLit = append(a.keepLit, t.pos) // its text names what is written: the shape keeps it
 	lit := a.src[t.pos:t.end]
 	if a.lx.nonStd && strings.IndexByte(lit, '\\') >= 0 {
 		c.opaque = true // the escapes make the name hard to read: some sequence is written

@@ -230,6 +230,26 @@ type Result struct {
 	// Normalized is the SQL with comments removed and whitespace outside literals folded; see
 	// the package documentation for the exact contract.
 	Normalized string
+	// Shape is the statement shape of the text: Normalized with each constant whose value
+	// cannot change what the server concludes about the statement (a number, or a plain '…'
+	// string, compared, listed or passed as a value) written as a placeholder $n, numbered
+	// from Params+1 in the order of the text, as pg_stat_statements shows them:
+	// WHERE (id = 4) and WHERE (id = 5) are both WHERE (id = $1). Constants that are cast or
+	// typed ('x'::regclass, date 'today', interval '1 day'), that hold a clock-relative word
+	// ('now'), other kinds of string (E'…', $$…$$, …), positional references (ORDER BY 2),
+	// type modifiers and anything the scanner is not sure of stay as they are; so do the texts
+	// of statements other than queries and DML, texts that do not lex, and texts over 16 KiB.
+	// It is Normalized itself (the same string) when no constant was replaced. See shape.go
+	// for the rules.
+	Shape string
+	// ShapeKey identifies the shape: Normalized when no constant was replaced; else Shape, a
+	// NUL byte and one letter per placeholder telling the type the server gives its constant
+	// (i int4, b int8, n numeric, s a string, of unknown type). Two texts have one ShapeKey
+	// only when they differ in nothing but the values of constants of the same types where a
+	// value alone is read, so that the server resolves the same functions, operators and
+	// relations for both (a placeholder never meets a real parameter: its number is past
+	// Params). A text holding a NUL byte has Normalized after a NUL byte as its key.
+	ShapeKey string
 	// Params is the highest $n parameter number seen (0 if none).
 	Params int
 	// Err describes a lexing problem ("unterminated quoted identifier", …); such input is
@@ -243,4 +263,9 @@ type Result struct {
 	// Parsed is the caller's other slot: what it made of Annotation (the driver keeps its
 	// parsed annotation there). The scanner never reads it; store one type only.
 	Parsed atomic.Value
+	// Rows is the caller's third slot: what it made of the text's own row conditions (the
+	// driver keeps there the row filter of this text under its shape's verdict, which was
+	// learned from another text of the shape). The scanner never reads it; store one type
+	// only.
+	Rows atomic.Value
 }

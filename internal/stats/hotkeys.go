@@ -27,6 +27,10 @@ type HotKey struct {
 	// raw are its arguments as sent, for pre-warming, when warm.
 	raw  []driver.Value
 	warm bool
+	// text is the text the key was first sent with, when its statement is
+	// a shape whose texts differ (NoteKeyText); textOK says it was kept.
+	text   string
+	textOK bool
 }
 
 // WarmArgs returns copies of k's arguments as sent, for pre-warming, and
@@ -34,6 +38,14 @@ type HotKey struct {
 // MaxWarmArgs, and only once the key's arguments were seen (from its
 // second call on).
 func WarmArgs(k HotKey) ([]driver.Value, bool) { return k.raw, k.warm }
+
+// KeyText returns the text k was first sent with, for pre-warming, when its
+// statement is a shape whose texts differ in their constants (WHERE id = 4,
+// WHERE id = 5: one statement, a key per text), and whether it is known:
+// "" and true for a key of a statement whose texts do not differ (its
+// statement's WarmText is its text), "" and false when it was not kept
+// (not yet told, or longer than MaxWarmText).
+func KeyText(k HotKey) (string, bool) { return k.text, k.textOK }
 
 // SawKey counts key (with args) among the statement's hot keys and returns
 // its hash (see KeyHash); 0 on a nil *Statement.
@@ -47,7 +59,35 @@ func (st *Statement) SawKey(key string, args []driver.NamedValue) uint64 {
 }
 
 // HotKeys returns the statement's keys counted, hottest first.
-func (st *Statement) HotKeys() []HotKey { return st.keys.snapshot() }
+func (st *Statement) HotKeys() []HotKey { return st.keys.snapshot(st.shaped, st.texts.Load()) }
+
+// NoteKeyText tells the text (as sent) of a call whose key hashed to h
+// (SawKey's), for a Shaped statement: the first text of each hot key is
+// kept for pre-warming (KeyText), within MaxWarmText. It does nothing on a
+// nil *Statement, one that is not Shaped, or when h is not a hot key.
+func (st *Statement) NoteKeyText(h uint64, text string) {
+	if st == nil || !st.shaped || h == 0 {
+		return
+	}
+	for i := range st.keys.slots {
+		if st.keys.slots[i].hash.Load() != h {
+			continue
+		}
+		texts := st.texts.Load()
+		if texts == nil {
+			st.texts.CompareAndSwap(nil, new(keyTexts))
+			texts = st.texts.Load()
+		}
+		if kt := texts[i].Load(); kt == nil || kt.hash != h {
+			kt := &keyText{hash: h}
+			if len(text) <= MaxWarmText {
+				kt.text, kt.ok = strings.Clone(text), true
+			}
+			texts[i].Store(kt)
+		}
+		return
+	}
+}
 
 // hotKeys is a small Space-Saving of a statement's keys. A key already
 // counted is found and counted with atomics; a new one takes the place of
@@ -64,6 +104,17 @@ type hotSlot struct {
 	count atomic.Uint64
 	err   atomic.Uint64
 	args  atomic.Pointer[keyArgs]
+}
+
+// keyTexts are the texts of a shaped statement's hot keys, by slot: made
+// on its first NoteKeyText, so that other statements pay one pointer.
+type keyTexts [HotKeyCapacity]atomic.Pointer[keyText]
+
+// keyText is the text a key of a shaped statement was first sent with.
+type keyText struct {
+	hash uint64
+	text string
+	ok   bool // kept: at most MaxWarmText
 }
 
 // keyArgs are a key's arguments in print and, when they are plain driver
@@ -108,8 +159,9 @@ func (hk *hotKeys) see(h uint64, args []driver.NamedValue) {
 	low.count.Store(c + 1)
 }
 
-// snapshot returns the keys counted, hottest first.
-func (hk *hotKeys) snapshot() []HotKey {
+// snapshot returns the keys counted, hottest first; shaped: their
+// statement's texts may differ, and each key's text is told in texts.
+func (hk *hotKeys) snapshot(shaped bool, texts *keyTexts) []HotKey {
 	var out []HotKey
 	for i := range hk.slots {
 		sl := &hk.slots[i]
@@ -120,6 +172,12 @@ func (hk *hotKeys) snapshot() []HotKey {
 		k := HotKey{Hash: fmt.Sprintf("%016x", h), Calls: sl.count.Load(), Error: sl.err.Load()}
 		if a := sl.args.Load(); a != nil && a.hash == h {
 			k.Args, k.raw, k.warm = a.args, a.raw, a.warm
+		}
+		k.textOK = !shaped
+		if shaped && texts != nil {
+			if kt := texts[i].Load(); kt != nil && kt.hash == h {
+				k.text, k.textOK = kt.text, kt.ok
+			}
 		}
 		out = append(out, k)
 	}

@@ -53,15 +53,20 @@ const (
 type Clock interface{ Now() time.Time }
 
 // StatementStats are the statistics of one statement shape (its
-// normalized text) in Shield.Statements. Calls is a Space-Saving count: the
-// true number of calls lies between Calls-Error and Calls. The other
-// counters count exactly, from Since, when the statement entered the table
-// (a statement leaves it when a new one needs its place and it has the
-// fewest calls). Durations are in seconds.
+// normalized text, constants as placeholders: sqlscan.Result.Shape) in
+// Shield.Statements. Calls is a Space-Saving count: the true number of
+// calls lies between Calls-Error and Calls. The other counters count
+// exactly, from Since, when the statement entered the table (a statement
+// leaves it when a new one needs its place and it has the fewest calls).
+// Durations are in seconds.
 type StatementStats struct {
-	Fingerprint string `json:"fingerprint"` // as in Explain and the logs
-	// SQL is the normalized text, Text the text as first sent (with its
-	// annotation); each is cut at 2 KiB (Truncated), Text then left out.
+	Fingerprint string `json:"fingerprint"` // of the shape, as in Explain and the logs
+	// SQL is the shape: the normalized text, with the constants that do
+	// not change what the server concludes as $n placeholders numbered
+	// after its parameters (WHERE (id = 4) and WHERE (id = 5) are one
+	// statement, WHERE (id = $1)). Text is the text of the shape as first
+	// sent (with its annotation and constants); each is cut at 2 KiB
+	// (Truncated), Text then left out.
 	SQL       string    `json:"sql"`
 	Text      string    `json:"text,omitempty"`
 	Truncated bool      `json:"truncated,omitempty"`
@@ -136,13 +141,16 @@ type Statement struct {
 	// bypasses costs one atomic add per call.
 	residual Outcome
 
-	normalized string // the index's key, as scanned
-	sql, text  string // bounded copies
-	warm       string // the text as sent, when at most MaxWarmText (pre-warming)
-	truncated  bool
-	fp         string
-	verdict    sqlscan.Verdict
-	since      time.Time
+	key       string // the index's key: the shape key, as scanned
+	sql, text string // bounded copies
+	warm      string // the text as sent, when at most MaxWarmText (pre-warming)
+	truncated bool
+	// shaped: the shape replaced constants, so that its texts may differ
+	// (WHERE id = 4, WHERE id = 5): its hot keys keep their own texts.
+	shaped  bool
+	fp      string
+	verdict sqlscan.Verdict
+	since   time.Time
 
 	errors    atomic.Uint64
 	outcomes  [NumOutcomes]atomic.Uint64
@@ -156,7 +164,8 @@ type Statement struct {
 
 	plan    atomic.Pointer[Plan]
 	keys    hotKeys
-	repeats atomic.Pointer[Repeats] // for the advisor, once it runs uncached
+	texts   atomic.Pointer[keyTexts] // the hot keys' texts, for a shaped statement
+	repeats atomic.Pointer[Repeats]  // for the advisor, once it runs uncached
 }
 
 // Plan is how a statement's last call (of those sampled) was planned, as
@@ -183,7 +192,7 @@ type stmtNote struct {
 // Table is the Space-Saving table of a Shield's statements; its zero value
 // is empty and ready to use, and its methods are safe for concurrent use.
 type Table struct {
-	index sync.Map // normalized text → *Statement
+	index sync.Map // shape key (sqlscan.Result.ShapeKey) → *Statement
 	mu    sync.Mutex
 	slots []*Statement
 
@@ -205,15 +214,18 @@ func (t *Table) ValueKey() []byte {
 }
 
 // Of counts a call of r (query is the text as sent) and returns its
-// statement's counters and the count. A statement not yet counted enters
-// the table at clock's time, with the fingerprint fp gives its normalized
-// text; first is the call's outcome if already known (a bypass then
-// becomes the statement's residual outcome, see Statement).
+// statement's counters and the count: the statement of r's shape
+// (sqlscan.Result.ShapeKey), which every text differing from r only in the
+// values of its constants shares. A statement not yet counted enters the
+// table at clock's time, with the fingerprint fp gives its shape key (its
+// normalized text when no constant was replaced); first is the call's
+// outcome if already known (a bypass then becomes the statement's residual
+// outcome, see Statement).
 func (t *Table) Of(r *sqlscan.Result, query string, clock Clock, first Outcome, fp func(string) string) (*Statement, uint64) {
 	if n, ok := r.Note.Load().(*stmtNote); ok && n.t == t && !n.st.evicted.Load() {
 		return n.st, n.st.count.Add(1)
 	}
-	if v, ok := t.index.Load(r.Normalized); ok {
+	if v, ok := t.index.Load(r.ShapeKey); ok {
 		if st := v.(*Statement); !st.evicted.Load() {
 			t.remember(r, st)
 			return st, st.count.Add(1)
@@ -236,7 +248,7 @@ func (t *Table) remember(r *sqlscan.Result, st *Statement) {
 func (t *Table) admit(r *sqlscan.Result, query string, now time.Time, first Outcome, fp func(string) string) (*Statement, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if v, ok := t.index.Load(r.Normalized); ok {
+	if v, ok := t.index.Load(r.ShapeKey); ok {
 		st := v.(*Statement)
 		t.remember(r, st)
 		return st, st.count.Add(1)
@@ -257,19 +269,20 @@ func (t *Table) admit(r *sqlscan.Result, query string, now time.Time, first Outc
 		}
 		old := t.slots[i]
 		old.evicted.Store(true)
-		t.index.Delete(old.normalized)
+		t.index.Delete(old.key)
 		st.err = low
 		st.count.Store(low)
 		t.slots[i] = st
 	}
-	t.index.Store(st.normalized, st)
+	t.index.Store(st.key, st)
 	t.remember(r, st)
 	return st, st.count.Add(1)
 }
 
 func newStatement(r *sqlscan.Result, query string, now time.Time, fp func(string) string) *Statement {
-	st := &Statement{normalized: r.Normalized, fp: fp(r.Normalized), verdict: r.Verdict, since: now}
-	st.sql, st.truncated = Bounded(r.Normalized, MaxStatementText)
+	st := &Statement{key: r.ShapeKey, fp: fp(r.ShapeKey), verdict: r.Verdict, since: now,
+		shaped: r.ShapeKey != r.Normalized}
+	st.sql, st.truncated = Bounded(r.Shape, MaxStatementText)
 	if len(query) <= MaxStatementText {
 		st.text = strings.Clone(query)
 		st.warm = st.text
@@ -309,18 +322,19 @@ func (t *Table) Snapshot() []*Statement {
 	return out
 }
 
-// Lookup returns the statement of normalized text, or nil.
-func (t *Table) Lookup(normalized string) *Statement {
-	if v, ok := t.index.Load(normalized); ok {
+// Lookup returns the statement of the shape key (sqlscan.Result.ShapeKey),
+// or nil.
+func (t *Table) Lookup(shapeKey string) *Statement {
+	if v, ok := t.index.Load(shapeKey); ok {
 		return v.(*Statement)
 	}
 	return nil
 }
 
-// Export returns the statistics of the statement of normalized text, or
-// nil when t does not count it.
-func (t *Table) Export(normalized string) *StatementStats {
-	st := t.Lookup(normalized)
+// Export returns the statistics of the statement of the shape key, or nil
+// when t does not count it.
+func (t *Table) Export(shapeKey string) *StatementStats {
+	st := t.Lookup(shapeKey)
 	if st == nil {
 		return nil
 	}
@@ -345,12 +359,18 @@ func (t *Table) Exports() []StatementStats {
 // Calls is the statement's Space-Saving count.
 func (st *Statement) Calls() uint64 { return st.count.Load() }
 
-// Fingerprint is the fingerprint of the statement's normalized text.
+// Fingerprint is the fingerprint of the statement's shape key.
 func (st *Statement) Fingerprint() string { return st.fp }
 
 // WarmText is the text as first sent, for pre-warming; empty when it was
-// longer than MaxWarmText.
+// longer than MaxWarmText. A hot key of another text of the shape has its
+// own (KeyText).
 func (st *Statement) WarmText() string { return st.warm }
+
+// Shaped reports whether the statement's texts may differ in the values of
+// constants (its shape replaced some): its callers then tell each key's
+// text (NoteKeyText).
+func (st *Statement) Shaped() bool { return st.shaped }
 
 // Plan returns the plan last noted, or nil before the first.
 func (st *Statement) Plan() *Plan { return st.plan.Load() }
@@ -495,7 +515,7 @@ func (st *Statement) Export() StatementStats {
 		Miss:             outcomes[OutMiss],
 		OriginExecutions: st.origins.Load(), OriginErrors: st.originErr.Load(),
 		Rows: st.rows.Load(), Bytes: st.bytes.Load(), Refreshes: st.refreshes.Load(),
-		HotKeys: st.keys.snapshot(),
+		HotKeys: st.keys.snapshot(st.shaped, st.texts.Load()),
 	}
 	if p := st.plan.Load(); p != nil {
 		x.Shared, x.Cacheable, x.Policy, x.Name = p.Reason == "", p.Cacheable, p.Policy(), p.Name

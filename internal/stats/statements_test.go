@@ -102,7 +102,7 @@ func TestStatementEviction(t *testing.T) {
 func TestStatementTexts(t *testing.T) {
 	var tbl stats.Table
 	clock := fixedClock{t0}
-	long := "SELECT v FROM t WHERE k = 'é" + strings.Repeat("x", stats.MaxStatementText) + "'"
+	long := "SELECT v FROM t WHERE k = 'é" + strings.Repeat("x", stats.MaxStatementText) + "'::text"
 	st, _ := tbl.Of(sqlscan.Parse(long), long, clock, stats.OutNone, fp)
 	x := st.Export()
 	if !x.Truncated || x.Text != "" || len(x.SQL) > stats.MaxStatementText+len("…") || st.WarmText() != long {
@@ -311,5 +311,60 @@ func TestStatementOriginsAndNil(t *testing.T) {
 	}
 	if (&stats.Table{}).Exports() != nil {
 		t.Error("an empty table exports a list")
+	}
+}
+
+// TestStatementsByShape: the texts of one shape, their constants' values
+// aside, are one statement, shown as the shape; each hot key keeps the text
+// it was first sent with, for pre-warming.
+func TestStatementsByShape(t *testing.T) {
+	var tbl stats.Table
+	clock := fixedClock{t0}
+	text := func(n int) string {
+		return fmt.Sprintf(`/* sqlflight: ttl=1m */ SELECT id, v FROM t WHERE (id = %d)`, n)
+	}
+	var st *stats.Statement
+	for n := range 200 {
+		q := text(n)
+		r := sqlscan.Scan(q)
+		got, _ := tbl.Of(r, q, clock, stats.OutNone, fp)
+		if st == nil {
+			st = got
+		}
+		if got != st {
+			t.Fatalf("id = %d: another statement", n)
+		}
+		if n < 3 {
+			h := st.SawKey(fmt.Sprint("key ", n), nil)
+			st.NoteKeyText(h, q)
+		}
+	}
+	r := sqlscan.Scan(text(7))
+	x := st.Export()
+	if len(tbl.Snapshot()) != 1 || x.Calls != 200 || x.SQL != `SELECT id, v FROM t WHERE (id = $1)` ||
+		x.Fingerprint != fp(r.ShapeKey) || x.Text != text(0) || tbl.Lookup(r.ShapeKey) != st || !st.Shaped() {
+		t.Fatalf("%d statements; export %+v", len(tbl.Snapshot()), x)
+	}
+	texts := map[string]bool{}
+	for _, k := range st.HotKeys() {
+		kt, ok := stats.KeyText(k)
+		if !ok {
+			t.Fatalf("key %s: no text", k.Hash)
+		}
+		texts[kt] = true
+	}
+	if len(texts) != 3 || !texts[text(0)] || !texts[text(1)] || !texts[text(2)] {
+		t.Fatalf("hot keys' texts %v", texts)
+	}
+	// A parameter in the constant's place is another statement, whose
+	// keys' text is the statement's.
+	p := sqlscan.Scan(`SELECT id, v FROM t WHERE (id = $1)`)
+	other, _ := tbl.Of(p, p.Normalized, clock, stats.OutNone, fp)
+	other.NoteKeyText(other.SawKey("k", nil), "ignored")
+	if other == st || other.Shaped() || len(tbl.Snapshot()) != 2 {
+		t.Fatal("the statement of a parameter is the shape's")
+	}
+	if kt, ok := stats.KeyText(other.HotKeys()[0]); kt != "" || !ok {
+		t.Fatalf("a key of a statement that is not shaped has the text %q (%v)", kt, ok)
 	}
 }

@@ -24,6 +24,17 @@ import (
 // statement shape, a write closure per table, and how the server reads
 // '…' literals. It asks its Host's spare sessions, in the background for
 // verdicts, and bounds the probes (and closure lookups) that run at once.
+//
+// A statement shape is the ShapeKey of a scanned text (sqlscan.Result):
+// texts that differ only in the values of constants of the same types,
+// where a value alone is read (WHERE (id = 4), WHERE (id = 5)), are one
+// shape, so that an application that inlines its values costs one probe
+// per statement, not one per value. The probe plans the first text seen
+// (its constants are valid SQL); what it learns holds for every text of
+// the shape, since the server resolves the same functions, operators,
+// casts, relations and parameter types for all of them. Only the row
+// filter (Rows) is the probed text's own: its conditions may hold that
+// text's constants.
 
 // Verdict is the server's word on one statement shape in one scope; R is
 // the caller's row filter. Its fields are set before it is Known and
@@ -45,8 +56,11 @@ type Verdict[R any] struct {
 	Tables []string
 	// Params are the parameter type OIDs.
 	Params []uint32
-	// Rows is the statement's row filter (Host.Rows), when its reads may
-	// be tagged by the rows they select.
+	// Rows is the row filter (Host.Rows) of the text the probe planned,
+	// when its reads may be tagged by the rows they select. It is that
+	// text's: its conditions may hold the text's constants (WHERE id = 4),
+	// and another text of the shape (WHERE id = 5) must not be tagged by
+	// them; the caller derives that text's own filter from it.
 	Rows R
 }
 
@@ -99,9 +113,9 @@ type Host[R any] interface {
 	// the scope (never a caller's) and gives the connection back, broken
 	// unless the Session is Clean afterwards; it returns f's error.
 	Spare(ctx context.Context, f func(Session) error) error
-	// Rows returns the row filter of v (just probed, Err nil) on r, asking
-	// conn what it needs, or the zero R when r's reads are judged by their
-	// table.
+	// Rows returns the row filter of v (just probed, Err nil) on r, the
+	// text probed, asking conn what it needs, or the zero R when r's reads
+	// are judged by their table.
 	Rows(ctx context.Context, conn Session, r *sqlscan.Result, v *Verdict[R]) R
 	// Probed reports a probe of r that ran for took and failed with err
 	// (nil: it succeeded); refused: the server refused the probe
@@ -174,28 +188,31 @@ func (b *Book[R]) NonStandard() bool { return b != nil && b.nonStandard.Load() }
 // bytes of keys).
 type verdictMemo[R any] struct {
 	gen uint64
-	m   *memo.Map[string, *Verdict[R]] // memoKey(normalized SQL) → verdict
+	m   *memo.Map[string, *Verdict[R]] // memoKey(shape key) → verdict
 }
 
 // verdictKeySize is what a verdict counts against maxVerdictBytes: its key.
 func verdictKeySize[R any](key string, _ *Verdict[R]) int64 { return int64(len(key)) }
 
-// memoKey is the memo's key for a normalized text: the text itself when it
-// is short, a SHA-256 digest of it otherwise, so that a statement of
-// megabytes is not kept for as long as its verdict stands. The two kinds
-// never meet: no normalized text starts with a NUL byte.
-func memoKey(normalized string) string {
-	if len(normalized) <= maxVerdictKey {
-		return normalized
+// memoKey is the memo's key for a shape key (sqlscan.Result.ShapeKey): the
+// key itself when it is short, a SHA-256 digest of it otherwise, so that a
+// statement of megabytes is not kept for as long as its verdict stands.
+// The two kinds meet only if a digest is found for a text of 33 bytes
+// that starts with a NUL byte: only a text holding a NUL byte has a shape
+// key that starts with one.
+func memoKey(shapeKey string) string {
+	if len(shapeKey) <= maxVerdictKey {
+		return shapeKey
 	}
-	sum := sha256.Sum256([]byte(normalized))
+	sum := sha256.Sum256([]byte(shapeKey))
 	return "\x00" + string(sum[:])
 }
 
-// Of returns the scope's verdict on r, starting a probe when there is none
-// (or it expired: a failed verdict stands a few seconds, a good one ten
-// minutes). It returns nil when the server is not asked (Asks false): its
-// verdicts are the scanner's alone.
+// Of returns the scope's verdict on r's statement shape, starting a probe
+// of r when there is none (or it expired: a failed verdict stands a few
+// seconds, a good one ten minutes). It returns nil when the server is not
+// asked (Asks false): its verdicts are the scanner's alone. The verdict's
+// Rows are those of the text probed, which may not be r (see Book).
 func (b *Book[R]) Of(r *sqlscan.Result) *Verdict[R] {
 	if !b.Asks() {
 		return nil
@@ -213,7 +230,7 @@ func (b *Book[R]) Of(r *sqlscan.Result) *Verdict[R] {
 			vm = b.verdicts.Load()
 		}
 	}
-	key := memoKey(r.Normalized)
+	key := memoKey(r.ShapeKey)
 	if v, ok := vm.m.Load(key); ok {
 		if !v.Known() || time.Now().Before(v.RetryAt) {
 			return v
@@ -240,9 +257,10 @@ func (b *Book[R]) Of(r *sqlscan.Result) *Verdict[R] {
 	return nv
 }
 
-// startProbe runs v's probe in the background, unless too many wait
-// already (an application that inlines its values makes a new shape per
-// call): then v fails at once, briefly, and the statement runs unshared.
+// startProbe runs v's probe of r in the background, unless too many wait
+// already (an application that builds a new statement per call, beyond
+// its values, makes a new shape per call): then v fails at once, briefly,
+// and the statement runs unshared.
 func (b *Book[R]) startProbe(v *Verdict[R], r *sqlscan.Result) {
 	if b.pending.Add(1) > maxPendingProbes {
 		b.pending.Add(-1)

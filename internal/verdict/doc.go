@@ -45,7 +45,7 @@
 // a SELECT of numbers and parameters alone), probing it in the background
 // on a spare Session its Host lends (at most two probes at once and 64
 // waiting or running; one more fails at once with ErrBusy), and remembers
-// it in bounded memory (8192 shapes, 4 MiB of keys; a text longer than
+// it in bounded memory (8192 shapes, 4 MiB of keys; a key longer than
 // 1 KiB is kept as its digest) for ten minutes, a failed one for five
 // seconds (an ErrBusy one, a second), all until the Host's schema
 // generation changes; a server that refuses the probe (ErrNoProbe) is not
@@ -53,7 +53,12 @@
 // same way, sharing the probes' slots (it waits a second at most for one:
 // else any table). NoteConn learns whether the server's '…' literals take
 // backslash escapes. Pools, the Host's connections and what is counted or
-// logged are the Host's.
+// logged are the Host's. A shape is the scanner's ShapeKey: texts that
+// differ only in the values of constants of the same types where a value
+// alone is read (WHERE (id = 4), WHERE (id = 5)) share one verdict, learned
+// by probing the first of them; only its Rows, the row filter, are that
+// text's own (its conditions may hold its constants), and the caller
+// derives another text's filter from it.
 //
 // ctx bounds every call (Probe also sets statement and lock timeouts of
 // its own inside its transaction; a Book's probe has five seconds). A
