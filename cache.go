@@ -102,10 +102,12 @@ func (s *engine) cache() *store {
 	return st
 }
 
-// Close releases the result cache's goroutines and memory, and stops the
-// live page's sampling (Handler). Queries through the Shield keep working,
-// uncached, after Close. Close does not close any *sql.DB.
+// Close releases the result cache's goroutines and memory, ends the idle
+// goroutines that run origin queries, and stops the live page's sampling
+// (Handler). Queries through the Shield keep working, uncached, after
+// Close. Close does not close any *sql.DB.
 func (s *Shield) Close() error {
+	s.workers.close()
 	s.feedStats.Stop()
 	s.load.Close()
 	if ts := s.tier; ts != nil {

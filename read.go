@@ -457,11 +457,7 @@ func (s *engine) launch(ctx context.Context, f *flight, rd *read, st *store, l l
 		j.run()
 		return
 	}
-	select {
-	case originJobs <- j: // an idle worker takes it
-	default:
-		go originWorker(j)
-	}
+	s.workers.run(j)
 }
 
 // An originTimeout ends an origin query that outlives its timeout with
@@ -541,17 +537,40 @@ type originJob struct {
 
 func (j *originJob) run() { j.s.origin(j.ctx, j.cancel, j.timer, j.f, j.rd, j.st, j.lim, j.l, j.t) }
 
-// originJobs hands origin queries to idle workers. A worker is a goroutine
-// that, its origin done, waits a while for the next one: a goroutine per
-// origin would grow a new stack to pgx's depth every time, and that costs
-// a miss more than the hand-over. A worker that waited originIdle ends; so
-// does one whose origin called runtime.Goexit (engine.origin fails its
-// flight first).
-var originJobs = make(chan originJob)
+// workers run origin queries. A worker is a goroutine that, its origin
+// done, waits a while (originIdle) for the next one: a goroutine per origin
+// would grow a new stack to the parent driver's depth every time, and that
+// costs a miss more than the hand-over. A worker ends once it waited
+// originIdle, once the Shield is closed (Close; origins after it run on a
+// goroutine each), or when its origin called runtime.Goexit (engine.origin
+// fails the flight first). The zero value is not ready: init it.
+type workers struct {
+	jobs chan originJob
+	stop chan struct{}
+	once sync.Once
+}
 
-const originIdle = time.Second
+// originIdle is how long an idle worker waits for the next origin: short
+// enough that a process whose reads stopped soon has none left.
+const originIdle = 100 * time.Millisecond
 
-func originWorker(j originJob) {
+func (w *workers) init() {
+	w.jobs, w.stop = make(chan originJob), make(chan struct{})
+}
+
+// close ends the idle workers, and each busy one once its origin is done.
+func (w *workers) close() { w.once.Do(func() { close(w.stop) }) }
+
+// run hands j to an idle worker, or starts one.
+func (w *workers) run(j originJob) {
+	select {
+	case w.jobs <- j:
+	default:
+		go w.work(j)
+	}
+}
+
+func (w *workers) work(j originJob) {
 	idle := time.NewTimer(originIdle)
 	defer idle.Stop()
 	for {
@@ -559,8 +578,10 @@ func originWorker(j originJob) {
 		j = originJob{} // hold nothing of it while idle
 		idle.Reset(originIdle)
 		select {
-		case j = <-originJobs:
+		case j = <-w.jobs:
 		case <-idle.C:
+			return
+		case <-w.stop:
 			return
 		}
 	}

@@ -269,6 +269,7 @@ type engine struct {
 	logger atomic.Pointer[slog.Logger] // nil: slog.Default() at logging time
 
 	flights flightGroup
+	workers workers // run the origin queries (read.go)
 	epochs  epochs
 	rowCols rowlevel.Columns // column classes of tables, for row-level invalidation
 	store   store
@@ -321,6 +322,7 @@ func New(opts ...Option) *Shield {
 	s.flights.Now, s.flights.Seq, s.flights.Late = s.opts.Clock.Now, s.epochs.Now, &s.stats.lateFollowers
 	s.tooLarge.Init(4096)
 	s.warned.Init(4096)
+	s.workers.init()
 	if s.tierImpl != nil {
 		s.attachTier(s.tierImpl)
 	}
