@@ -48,8 +48,8 @@ func TestReadAllocationBudget(t *testing.T) {
 			// (whose own allocations are database/sql's and the wrapper's).
 			for what, budget := range map[string]float64{
 				"hit":                   1,
-				"miss, coalescing only": 8,
-				"miss, ttl":             18,
+				"miss, coalescing only": 7,
+				"miss, ttl":             17,
 			} {
 				if extra := got[what] - got["pass-through"]; extra > budget {
 					t.Errorf("a %s allocates %.0f times more than a pass-through, budget %.0f", what, extra, budget)

@@ -41,6 +41,9 @@ type flightData struct {
 	// (nil when it queried): a value filled earlier, which a follower
 	// stricter than the leader may not take.
 	fromShared *entry
+	// rd is the leader's read, which the origin keeps (the leader's caller
+	// goes on with its own, on its stack): made with the flight, not apart.
+	rd read
 }
 
 // flightGroup is the Shield's group of flights, keyed by the full key of
@@ -240,8 +243,7 @@ func (s *engine) lookup(st *store, rd *read) (driver.Rows, *entry) {
 
 // fly runs the read through the key's flight.
 func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows, error) {
-	rd := new(read) // the origin keeps it; the caller's stays on its stack
-	*rd = *caller
+	rd := caller // a leader's origin gets a copy of its own (flightData.rd)
 	c := rd.c
 	relooks := 0
 	for attempt := 0; ; attempt++ {
@@ -263,12 +265,13 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 				return rows, nil
 			}
-			rd.seen = caller.seen
-			continue
+			continue // lookup set caller.seen: the next pass leads unless yet another flight ended
 		}
 		if lead {
 			caller.out = outMiss
 			s.stats.flights.Add(1)
+			f.Data.rd = *caller
+			rd := &f.Data.rd
 			if st != nil && s.tier != nil {
 				if rd.l2 = s.sharedKey(rd); rd.l2 != "" && s.sharedLead(ctx, f, rd, st) {
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
