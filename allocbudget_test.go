@@ -46,12 +46,18 @@ func TestReadAllocationBudget(t *testing.T) {
 			t.Logf("allocations per read: %v", got)
 			// What sqlflight adds to a pass-through of the same statement
 			// (whose own allocations are database/sql's and the wrapper's).
+			// Under a cancellable context database/sql's watcher goroutine
+			// allocates on its own schedule: a read's count varies by one.
+			slack := 0.0
+			if c.name == "ctx=cancel" {
+				slack = 1
+			}
 			for what, budget := range map[string]float64{
 				"hit":                   1,
 				"miss, coalescing only": 7,
 				"miss, ttl":             17,
 			} {
-				if extra := got[what] - got["pass-through"]; extra > budget {
+				if extra := got[what] - got["pass-through"]; extra > budget+slack {
 					t.Errorf("a %s allocates %.0f times more than a pass-through, budget %.0f", what, extra, budget)
 				}
 			}
