@@ -174,8 +174,8 @@ func (s *engine) share(ctx context.Context, c *conn, query string, f *fate, args
 	if err != nil && old != nil && ctx.Err() == nil && s.epochs.UnchangedFor(old.seq, rd.tables, rd.known, rd.rows) &&
 		s.opts.Clock.Now().Before(old.last) {
 		s.stats.staleIfError.Add(1)
-		s.warned.Warn(s.log, "stale-if-error", r.Normalized, "sqlflight: serving a stale result: the query to refresh it failed",
-			errText.Attr(err), "fingerprint", key.Fingerprint(r.Normalized), "name", p.pol.Name)
+		s.warned.Warn(s.log, "stale-if-error", r.ShapeKey, "sqlflight: serving a stale result: the query to refresh it failed",
+			errText.Attr(err), "fingerprint", key.Fingerprint(r.ShapeKey), "name", p.pol.Name)
 		return newReplay(old.res), nil
 	}
 	return rows, err
@@ -422,7 +422,7 @@ func (s *engine) refresh(st *store, rd *read, e *entry, now time.Time) {
 		// the path of a cache hit.
 		bg.wantL2, bg.prevVersion = true, e.version
 	}
-	normalized, name := rd.r.Normalized, rd.plan.pol.Name // not rd: it stays on its caller's stack
+	shape, name := rd.r.ShapeKey, rd.plan.pol.Name // not rd: it stays on its caller's stack
 	bg.plan.onFailure = func(err error) {
 		if errors.Is(err, errLeasedElsewhere) {
 			// Look for the other instance's value a little later.
@@ -434,8 +434,8 @@ func (s *engine) refresh(st *store, rd *read, e *entry, now time.Time) {
 		n := e.failures.Add(1)
 		wait := fresh.Backoff(n, 100*time.Millisecond, 30*time.Second)
 		e.retryAt.Store(s.opts.Clock.Now().Add(wait).UnixNano())
-		s.warned.Warn(s.log, "refresh", normalized, "sqlflight: background refresh failed; serving the stale result",
-			errText.Attr(err), "retry_in", wait, "fingerprint", key.Fingerprint(normalized), "name", name)
+		s.warned.Warn(s.log, "refresh", shape, "sqlflight: background refresh failed; serving the stale result",
+			errText.Attr(err), "retry_in", wait, "fingerprint", key.Fingerprint(shape), "name", name)
 	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
 }
