@@ -46,17 +46,25 @@ func TestReadAllocationBudget(t *testing.T) {
 			t.Logf("allocations per read: %v", got)
 			// What sqlflight adds to a pass-through of the same statement
 			// (whose own allocations are database/sql's and the wrapper's).
-			// Under a cancellable context database/sql's watcher goroutine
-			// allocates on its own schedule: a read's count varies by one.
-			slack := 0.0
+			// The counts vary a little from run to run: a timer or a worker
+			// made anew after the GC emptied a pool, and, under a
+			// cancellable context, database/sql's watcher goroutine, which
+			// allocates on its own schedule.
+			slack := 1.0
 			if c.name == "ctx=cancel" {
-				slack = 1
+				slack = 2
 			}
-			for what, budget := range map[string]float64{
+			budgets := map[string]float64{
 				"hit":                   1,
 				"miss, coalescing only": 7,
 				"miss, ttl":             17,
-			} {
+			}
+			if c.name == "ctx=cancel" {
+				// A lone leader's rows are tied to the caller's context
+				// (context.AfterFunc), as a pass-through's are.
+				budgets["miss, coalescing only"] = 10
+			}
+			for what, budget := range budgets {
 				if extra := got[what] - got["pass-through"]; extra > budget+slack {
 					t.Errorf("a %s allocates %.0f times more than a pass-through, budget %.0f", what, extra, budget)
 				}

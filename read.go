@@ -44,6 +44,9 @@ type flightData struct {
 	// rd is the leader's read, which the origin keeps (the leader's caller
 	// goes on with its own, on its stack): made with the flight, not apart.
 	rd read
+	// lone is the origin's rows when they went to the leader alone
+	// (engine.origin), for await to tie them to the leader's context.
+	lone *passRows
 }
 
 // flightGroup is the Shield's group of flights, keyed by the full key of
@@ -718,7 +721,9 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			// Likewise the rows of a leader alone in its flight.
 			lc := l.leader()
 			lc.openRows.Add(1)
-			lone = mirrorRows(&passRows{Rows: stream, c: lc, timeout: timer, cancel: cancel}, mirrorRowsMask(stream))
+			pr := &passRows{Rows: stream, c: lc, timeout: timer, cancel: cancel}
+			f.Data.lone = pr
+			lone = mirrorRows(pr, mirrorRowsMask(stream))
 		}
 		s.stats.inFlight.Add(-1)
 		if fromL2 {
@@ -859,6 +864,13 @@ func (s *engine) await(ctx context.Context, f *flight, lead bool, wait time.Dura
 	// The flight is over.
 	if lead {
 		if h := s.flights.Handoff(f); h != nil {
+			if pr := f.Data.lone; pr != nil && ctx.Done() != nil {
+				// Rows nobody else reads end with the caller's context, as a
+				// pass-through's do: its cancellation interrupts a read (or
+				// the drain of a Close) instead of waiting for the server.
+				pr.caller = ctx
+				pr.watch = context.AfterFunc(ctx, func() { pr.cancel(context.Cause(ctx)) })
+			}
 			return h.(driver.Rows), nil
 		}
 	}

@@ -82,6 +82,8 @@ type passRows struct {
 	// (engine.origin): Close stops its timeout and ends its context.
 	timeout originTimeout
 	cancel  context.CancelCauseFunc
+	caller  context.Context // the caller's, whose end ends the rows (await) …
+	watch   func() bool     // … until this stops it
 	closed  bool
 }
 
@@ -96,6 +98,14 @@ func (p *passRows) Close() error {
 		return nil
 	}
 	p.closed = true
+	if p.watch != nil {
+		p.watch()
+		if p.caller.Err() != nil {
+			// Closed because the caller's context ended (database/sql
+			// does so): do not wait for the rest of the rows either.
+			p.cancel(context.Cause(p.caller))
+		}
+	}
 	err := p.Rows.Close()
 	p.c.openRows.Add(-1)
 	// A write is complete only now: its epochs move again, so that no

@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"runtime"
 	"sync"
@@ -130,4 +131,45 @@ func TestHerdStillSharesTheOrigin(t *testing.T) {
 	if q := d.queries.Load(); q != 1 {
 		t.Fatalf("%d queries for a herd of %d, want 1", q, callers)
 	}
+}
+
+// Rows that went to a lone leader end with its context, as a
+// pass-through's do: a read blocked on the server returns once the caller's
+// context is cancelled, and Close does not wait for the rest of the rows.
+func TestLoneLeadersRowsEndWithItsContext(t *testing.T) {
+	served := make(chan struct{})
+	d := &fakeDriver{onQuery: func(octx context.Context, _ string, _ []driver.NamedValue) (driver.Rows, error) {
+		first := true
+		return &fakeRows{cols: []string{"v"}, next: func(dest []driver.Value) error {
+			if first {
+				first = false
+				dest[0] = int64(1)
+				return nil
+			}
+			close(served)
+			<-octx.Done() // the rest never comes unless the origin's context ends
+			return context.Cause(octx)
+		}}, nil
+	}}
+	db, _ := openFake(t, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT v FROM solo_cancel_t WHERE id = $1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rows.Next() {
+		t.Fatal(rows.Err())
+	}
+	go func() {
+		<-served
+		cancel()
+	}()
+	if rows.Next() {
+		t.Fatal("a second row, none was sent")
+	}
+	if err := rows.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("rows ended with %v, want context.Canceled", err)
+	}
+	_ = rows.Close()
 }
