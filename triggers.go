@@ -18,7 +18,8 @@ const TriggerSchema = "sqlflight"
 // the catalog spells them (case-sensitive, unquoted). The SQL creates the
 // sqlflight schema and its function if needed and replaces the triggers
 // the tables already have, so running it again is harmless: run it again
-// after creating tables. It is a script of several statements for one
+// after creating tables. Sessions that run it (or the uninstall) at once
+// wait for each other. It is a script of several statements for one
 // simple-protocol Exec (which PostgreSQL runs as one transaction) or a
 // migration tool; it fails, changing nothing, when the schema or a named
 // table does not exist or the user may not create triggers on a table.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,48 @@ func TestInstallTriggersRefusesForeignSchema(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("a refused install left %d triggers", n)
+	}
+}
+
+// TestInstallTriggersConcurrently: sessions that install and uninstall the
+// triggers at the same moment (instances deploying together) all succeed:
+// the scripts wait for each other instead of racing the catalog (CREATE
+// SCHEMA IF NOT EXISTS alone fails one of two concurrent creators with a
+// duplicate key).
+func TestInstallTriggersConcurrently(t *testing.T) {
+	dsn := feedDatabase(t, false)
+	const sessions, rounds = 4, 5
+	conns := make([]*pgx.Conn, sessions)
+	for i := range conns {
+		conns[i] = outsider(t, dsn)
+		outExec(t, conns[i], fmt.Sprintf(`CREATE TABLE feed_conc_%d (id int PRIMARY KEY)`, i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for round := range rounds {
+		for _, script := range []func(string, ...string) string{sqlflight.InstallTriggersSQL, sqlflight.UninstallTriggersSQL} {
+			start := make(chan struct{})
+			errs := make(chan error, sessions)
+			for i, c := range conns {
+				go func() {
+					<-start
+					_, err := c.Exec(ctx, script("public", fmt.Sprintf("feed_conc_%d", i)))
+					errs <- err
+				}()
+			}
+			close(start)
+			for range sessions {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			}
+		}
+	}
+	var left int
+	if err := conns[0].QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = 'sqlflight'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatal("the last uninstall left the sqlflight schema behind")
 	}
 }

@@ -32,6 +32,13 @@ const (
 	queueTrimAge = "1 hour"
 )
 
+// lockSQL serializes installs and uninstalls of the triggers in a database
+// (two instances deploying at once): the catalog's IF NOT EXISTS and OR
+// REPLACE are not safe against a concurrent transaction doing the same (a
+// duplicate key in pg_namespace, a tuple concurrently updated). The lock
+// is the script's transaction's: held until it commits.
+const lockSQL = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('sqlflight change triggers'));\n"
+
 // triggerFunctionSQL creates (or replaces) the queue and the function the
 // triggers run.
 const triggerFunctionSQL = `DO $sqlflight$
@@ -196,13 +203,16 @@ var triggerDefs = [...][3]string{
 // are spelled as the catalog spells them and quoted as literals, so no name
 // can escape the script. The SQL creates TriggerSchema, its queue and its
 // function if needed, and replaces the triggers the tables already have:
-// running it again is harmless. It is a script of several statements for
-// one simple-protocol Exec (one transaction); it fails, changing nothing,
+// running it again is harmless, and so is running it from two sessions at
+// once (the second waits for the first). It is a script of several
+// statements for one simple-protocol Exec (one transaction); it fails,
+// changing nothing,
 // when the schema or a named table does not exist or the user may not
 // create triggers on a table, or TriggerSchema belongs to another role.
 func InstallTriggersSQL(schema string, tables ...string) string {
 	var b strings.Builder
 	b.WriteString("-- sqlflight: change triggers for the NOTIFY feed (channel " + NotifyChannel + ")\n")
+	b.WriteString(lockSQL)
 	b.WriteString(triggerFunctionSQL)
 	var body strings.Builder
 	body.WriteString("\nDECLARE\n")
@@ -234,6 +244,7 @@ func InstallTriggersSQL(schema string, tables ...string) string {
 func UninstallTriggersSQL(schema string, tables ...string) string {
 	var b strings.Builder
 	b.WriteString("-- sqlflight: remove the change triggers of the NOTIFY feed\n")
+	b.WriteString(lockSQL)
 	var body strings.Builder
 	body.WriteString("\nDECLARE\n")
 	writeTargetDecls(&body, schema, tables)
