@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqlflight/sqlflight"
 )
@@ -134,5 +135,65 @@ func TestShapesOneProbePerStatement(t *testing.T) {
 	}
 	if probes := sh.Stats().Probes - before; probes != 1 {
 		t.Fatalf("%d probes for 20 strings of one statement, want 1", probes)
+	}
+}
+
+// TestShapesOtherDrivers: lib/pq, pgx v4's stdlib and bun's pgdriver reach
+// the same server and get the same verdicts by shape: one probe for 50
+// inlined values, each read its own row, cached under its own text, and a
+// write to one row ends that row's read alone.
+func TestShapesOtherDrivers(t *testing.T) {
+	dsn := postgresDSN(t)
+	admin := openRaw(t, dsn)
+	table := "shapes_drv_" + uniqueID(t)
+	const rows = 50
+	mustExec(t, admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL)`, table),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, 'v' || g FROM generate_series(0, %d) g`, table, rows-1))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+table)
+	for _, parent := range otherParents {
+		t.Run(parent, func(t *testing.T) {
+			mustExec(t, admin, fmt.Sprintf(`UPDATE %s SET v = 'v5' WHERE id = 5`, table)) // the last subtest's write
+			db, sh := openParent(t, parent, dsn)
+			ctx := testContext(t, time.Minute)
+			read := func(id int) (string, uint64) {
+				t.Helper()
+				before := sh.Stats().OriginExecutions
+				q := fmt.Sprintf(`/* sqlflight: ttl=1m jitter=0%% */ SELECT "t"."id", "t"."v" FROM %s AS "t" WHERE ("t"."id" = %d)`, table, id)
+				var got int
+				var v string
+				if err := db.QueryRowContext(ctx, q).Scan(&got, &v); err != nil {
+					t.Fatalf("id %d: %v", id, err)
+				}
+				if got != id {
+					t.Fatalf("id %d: got the row of id %d", id, got)
+				}
+				return v, sh.Stats().OriginExecutions - before
+			}
+			for id := range rows {
+				if v, _ := read(id); v != fmt.Sprintf("v%d", id) {
+					t.Fatalf("id %d: v = %q", id, v)
+				}
+			}
+			if st := sh.Stats(); st.Probes != 1 || st.ProbeFailures != 0 {
+				t.Fatalf("%d probes (%d failed) for %d values of one statement, want 1", st.Probes, st.ProbeFailures, rows)
+			}
+			for id := range rows {
+				if _, origin := read(id); origin != 0 {
+					if _, origin = read(id); origin != 0 { // the first may have run while the probe ran
+						t.Fatalf("id %d: %d origin queries, want a cached read", id, origin)
+					}
+				}
+			}
+			want := "new-" + parent
+			if _, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s AS "t" SET "v" = '%s' WHERE ("t"."id" = 5)`, table, want)); err != nil {
+				t.Fatal(err)
+			}
+			if v, origin := read(5); v != want || origin != 1 {
+				t.Fatalf("id 5 after its write: v = %q after %d origin queries, want %s from the database", v, origin, want)
+			}
+			if v, origin := read(4); v != "v4" || origin != 0 {
+				t.Fatalf("id 4 after the write to id 5: v = %q after %d origin queries, want the cached v4", v, origin)
+			}
+		})
 	}
 }
