@@ -246,11 +246,10 @@ func (s *engine) lookup(st *store, rd *read) (driver.Rows, *entry) {
 
 // fly runs the read through the key's flight.
 func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows, error) {
-	rd := caller // a leader's origin gets a copy of its own (flightData.rd)
-	c := rd.c
+	c := caller.c
 	relooks := 0
 	for attempt := 0; ; attempt++ {
-		f, lead := s.flights.joinOrLead(rd.key, &s.epochs, rd.tables, rd.known, rd.rows, st, c, rd.seen)
+		f, lead := s.flights.joinOrLead(caller.key, &s.epochs, caller.tables, caller.known, caller.rows, st, c, caller.seen)
 		if f == nil {
 			// A flight ended since this caller looked: its entry is in
 			// the store. Judged by this caller's own policy, as a hit.
@@ -258,7 +257,7 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			// the next pass leads unless yet another flight ended.)
 			attempt--
 			if relooks++; relooks > 3 {
-				rd.seen = st.Peek(rd.key)
+				caller.seen = st.Peek(caller.key)
 				continue
 			}
 			if rows, _ := s.lookup(st, caller); rows != nil {
@@ -274,9 +273,9 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			caller.out = outMiss
 			s.stats.flights.Add(1)
 			f.Data.rd = *caller
-			rd := &f.Data.rd
+			own := &f.Data.rd // the origin's: made with the flight
 			if st != nil && s.tier != nil {
-				if rd.l2 = s.sharedKey(rd); rd.l2 != "" && s.sharedLead(ctx, f, rd, st) {
+				if own.l2 = s.sharedKey(own); own.l2 != "" && s.sharedLead(ctx, f, own, st) {
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
@@ -287,7 +286,7 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if err != nil {
-				s.tier.Release(rd.l2, &rd.lease) // another instance may query instead
+				s.tier.Release(own.l2, &own.lease) // another instance may query instead
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
 				}
@@ -301,37 +300,37 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 			// its flight anyway: with pgx (which never calls
 			// runtime.Goexit) it runs the origin itself, and saves the
 			// wake-up of another goroutine.
-			s.launch(ctx, f, rd, st, vconnLink{c}, t, ctx.Done() == nil && c.sc.pgx)
+			s.launch(ctx, f, own, st, vconnLink{c}, t, ctx.Done() == nil && c.sc.pgx)
 		} else {
 			caller.out = outFollower
 			s.stats.followers.Add(1)
 			c.offer() // its caller only waits: a leader may take its real connection
 		}
-		rows, err := s.await(ctx, f, lead, rd.plan.pol.Wait)
+		rows, err := s.await(ctx, f, lead, caller.plan.pol.Wait)
 		if !lead {
 			c.withdraw()
 		}
 		switch {
 		case err == nil && !lead && f.Data.fromShared != nil &&
-			s.judge(f.Data.fromShared, rd.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired:
+			s.judge(f.Data.fromShared, caller.plan.pol).At(s.opts.Clock.Now()) == fresh.Expired:
 			// Older than this follower's own policy allows: look again, or,
 			// after a few tries, ask the database itself.
 			_ = rows.Close()
 			if attempt < 3 {
 				continue
 			}
-			return s.passGuarded(ctx, rd)
+			return s.passGuarded(ctx, caller)
 		case err == nil:
 			return rows, nil
 		case errors.Is(err, errWaitExpired):
 			s.stats.waitExpired.Add(1)
 			s.stats.bypassed.Add(bypassPolicy)
 			caller.out = stats.BypassOutcome(bypassPolicy)
-			return s.passGuarded(ctx, rd)
+			return s.passGuarded(ctx, caller)
 		case errors.Is(err, errNotShared):
 			s.stats.bypassed.Add(bypassTooLarge)
 			caller.out = stats.BypassOutcome(bypassTooLarge)
-			return s.passGuarded(ctx, rd)
+			return s.passGuarded(ctx, caller)
 		case errors.Is(err, errRetry) && attempt < 3:
 			continue
 		case errors.Is(err, errRetry):

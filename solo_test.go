@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"io"
@@ -45,32 +46,12 @@ func TestLoneLeaderReadsTheParentsRows(t *testing.T) {
 		t.Fatalf("the parent's rows were read %d times before the caller asked for one", n)
 	}
 	// Another caller of the same key while the leader reads: its own flight.
-	var other []string
 	got, err := db.QueryContext(ctx, q, int64(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for got.Next() {
-		var v []byte
-		if err := got.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		other = append(other, string(v))
-	}
-	if err := got.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var mine []string
-	for rows.Next() {
-		var v []byte
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		mine = append(mine, string(v))
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	other := byteRows(t, got)
+	mine := byteRows(t, rows)
 	want := []string{"b1", "b2", "b3"}
 	for _, g := range [][]string{mine, other} {
 		if len(g) != len(want) || g[0] != want[0] || g[1] != want[1] || g[2] != want[2] {
@@ -84,6 +65,23 @@ func TestLoneLeaderReadsTheParentsRows(t *testing.T) {
 	if st.InFlight != 0 {
 		t.Fatalf("%d origins still in flight", st.InFlight)
 	}
+}
+
+// byteRows reads rows of one []byte column to the end and closes them.
+func byteRows(t *testing.T, rows *sql.Rows) []string {
+	t.Helper()
+	var out []string
+	for rows.Next() {
+		var v []byte
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(v))
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // A herd of callers that join before the origin's rows come back shares
