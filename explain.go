@@ -65,6 +65,13 @@ type Explanation struct {
 	WriteClosure []string `json:"write_closure,omitempty"`
 	WritesAll    bool     `json:"writes_all,omitempty"`
 
+	// Batch is the column the reads of a shared statement are batched on
+	// when many keys miss at once (WHERE id = $1: "id"), "" when they are
+	// not; BatchReason then says why not. Only the server's verdict
+	// (ExplainDB) tells: the column's type and collation are the server's.
+	Batch       string `json:"batch,omitempty"`
+	BatchReason string `json:"batch_reason,omitempty"`
+
 	// Statement is the statement's statistics (Shield.Statements), when
 	// the Shield counts it.
 	Statement *StatementStats `json:"statement,omitempty"`
@@ -176,6 +183,7 @@ func (s *engine) explain(ctx context.Context, c *conn, r *sqlscan.Result, query 
 		if !f.plan.cache {
 			x.Reason = why.NotCached()
 		}
+		x.Batch, x.BatchReason = s.explainBatch(c, f)
 	}
 	// Tables named by the policy (a tables= annotation, a rule) are what a
 	// read reads and what a write changes, shared or not.
@@ -249,4 +257,30 @@ func (x *Explanation) UnmarshalJSON(b []byte) error {
 	}
 	x.Policy = Policy(v.Policy.Fields())
 	return nil
+}
+
+// explainBatch tells whether the reads of f, a shared statement, batch, on
+// which column, or why not.
+func (s *engine) explainBatch(c *conn, f *fate) (col, why string) {
+	v := f.v
+	switch {
+	case s.opts.NoBatch:
+		return "", "batching is off (Options.NoBatch)"
+	case f.plan.pol.NoBatch:
+		return "", "batching is off for the statement (nobatch)"
+	case v == nil || !v.Known():
+		return "", "only the server's verdict tells (ExplainDB)"
+	case v.Err != nil:
+		return "", "the server's verdict could not be had"
+	case !f.known || len(f.tables) != 1:
+		return "", "reads more than one table"
+	}
+	p := c.sc.batchOf(v, f.r)
+	switch {
+	case p.why != "":
+		return "", p.why
+	case p.broken.Load():
+		return "", "the server refused its batched form"
+	}
+	return p.col, ""
 }

@@ -50,6 +50,9 @@ type Policy struct {
 	Coalesce bool `json:"coalesce,omitempty"`
 	// NoCoalesce makes every caller run its own query.
 	NoCoalesce bool `json:"nocoalesce,omitempty"`
+	// NoBatch keeps the reads of the statement out of batches: each key
+	// runs its own statement (see docs/batching.md).
+	NoBatch bool `json:"nobatch,omitempty"`
 	// NoCache stores nothing, whatever the TTLs say.
 	NoCache bool `json:"nocache,omitempty"`
 	// Off sends the statement straight to the database.

@@ -47,6 +47,9 @@ type flightData struct {
 	// lone is the origin's rows when they went to the leader alone
 	// (engine.origin), for await to tie them to the leader's context.
 	lone *passRows
+	// gate is the batch group whose turn the origin holds (batch.go),
+	// given back once it is done; nil for a read that does not batch.
+	gate *batchGate
 }
 
 // flightGroup is the Shield's group of flights, keyed by the full key of
@@ -91,6 +94,7 @@ type read struct {
 	// bound: the result belongs to sessions changed under the context's
 	// scope; a spare connection cannot refresh it in the background.
 	bound bool
+	part  partition     // what its key is keyed under besides the text
 	out   outcome       // how the caller was served (stmtstats.go)
 	named *nameCounters // the policy name's counters, or nil
 	stats *stmtStats    // the statement's statistics, or nil
@@ -137,7 +141,7 @@ func (s *engine) share(ctx context.Context, c *conn, query string, f *fate, args
 	// The key's bytes are never written again: the string may alias them.
 	rd := read{c: c, query: query, r: r, a: f.a, v: f.v, plan: p, args: args, run: run,
 		key: unsafe.String(unsafe.SliceData(kb), len(kb)), tables: f.tables, known: f.known, rows: f.rows,
-		bound: f.part.Session, stats: f.stat.st}
+		bound: f.part.Session, part: f.part, stats: f.stat.st}
 	f.stat.key = rd.stats.SawKey(rd.key, args)
 	if rd.named = s.stats.names.Of(p.pol.Name); rd.named != nil {
 		rd.named.Queries.Add(1)
@@ -279,6 +283,11 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 					return s.await(ctx, f, true, 0) // answered from L2: f is finished
 				}
 			}
+			if p, k, group := s.batchFor(own); p != nil {
+				if rows, err, done := s.batched(ctx, f, own, st, p, k, group); done {
+					return rows, err
+				}
+			}
 			t, err := c.sc.guard.Enter(ctx)
 			if err == nil {
 				if err = c.lendToOrigin(ctx); err != nil {
@@ -286,6 +295,9 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if err != nil {
+				if g := f.Data.gate; g != nil {
+					s.batches.release(g)
+				}
 				s.tier.Release(own.l2, &own.lease) // another instance may query instead
 				if ctx.Err() != nil {
 					err = errLeaderGone // followers that joined meanwhile start over
@@ -729,6 +741,9 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 			t.Exit(errNotRun)
 		} else {
 			t.Exit(err) // the breaker knows before any waiter does
+		}
+		if g := f.Data.gate; g != nil {
+			s.batches.release(g) // the reads of other keys that gathered meanwhile run now
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.

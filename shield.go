@@ -114,6 +114,17 @@ type Options struct {
 	MaxRefreshes int
 	QueueTimeout time.Duration
 
+	// While a read of a single-table SELECT keyed by one equality (WHERE
+	// id = $1) is in flight, the reads of the same statement that miss
+	// with other keys gather and then run together as one statement for
+	// every key (WHERE id = ANY(…)); each caller gets its own rows, and
+	// each key is cached and invalidated as its own entry (see
+	// docs/batching.md). BatchMaxKeys bounds the keys of one batch (zero:
+	// DefaultBatchMaxKeys); NoBatch turns batching off, as the nobatch
+	// annotation does for one statement.
+	BatchMaxKeys int
+	NoBatch      bool
+
 	// Each scope has a circuit breaker of its own, so that one database's
 	// outage never refuses another's statements. It opens after
 	// BreakerFailures (zero: 5) consecutive errors that mean the database
@@ -269,6 +280,7 @@ type engine struct {
 	logger atomic.Pointer[slog.Logger] // nil: slog.Default() at logging time
 
 	flights flightGroup
+	batches batches // batch groups of many keys (batch.go)
 	workers workers // run the origin queries (read.go)
 	epochs  epochs
 	rowCols rowlevel.Columns // column classes of tables, for row-level invalidation
@@ -350,13 +362,22 @@ type Stats struct {
 	// connection a caller of the flight gave back (see docs/connections.md, "Capped
 	// pools").
 	LateFollowers    uint64
-	OriginExecutions uint64 // shared-flight queries that reached the database
+	OriginExecutions uint64 // shared-flight queries that reached the database (a batch is one)
 	OriginErrors     uint64 // shared-flight queries that failed
 	TooLarge         uint64 // shared results over MaxRows/MaxBytes, handed to their own caller
 	WaitExpired      uint64 // followers that stopped waiting after wait= and queried themselves
 	BadAnnotations   uint64 // statements with a malformed annotation
 	Panics           uint64 // panics and Goexits caught in the origin path
 	Invalidations    uint64 // write events that bumped table epochs
+
+	// Batches of many keys (Options.BatchMaxKeys): Batches counts the
+	// statements that answered the reads of several keys at once,
+	// BatchedReads the reads (flights: one per key and arrival) they
+	// answered, BatchSaved the statements they saved (BatchedReads -
+	// Batches), BatchLargest the most reads one answered, and BatchAlone
+	// the reads a batch could not answer, which ran their own statement
+	// (a result over its limits, or the batch failed on a value).
+	Batches, BatchedReads, BatchSaved, BatchLargest, BatchAlone uint64
 
 	FreshHits       uint64 // cached results served fresh
 	StaleHits       uint64 // cached results served stale while a refresh runs
@@ -571,6 +592,7 @@ type counters struct {
 	realOpened, probes, probeFailures, probeRedials                 atomic.Uint64
 	realWaits, realsLent, lateFollowers                             atomic.Uint64
 	prewarmReplayed, prewarmLoaded, prewarmSkipped, prewarmFailed   atomic.Uint64
+	batches, batchedReads, batchLargest, batchAlone                 atomic.Uint64
 	waiting, inFlight, realConns                                    atomic.Int64
 
 	bypassed stats.Bypasses // statements sent straight to the real connection, by reason
@@ -621,6 +643,13 @@ func (c *counters) snapshot() Stats {
 		PrewarmLoaded:       c.prewarmLoaded.Load(),
 		PrewarmSkipped:      c.prewarmSkipped.Load(),
 		PrewarmFailed:       c.prewarmFailed.Load(),
+		Batches:             c.batches.Load(),
+		BatchedReads:        c.batchedReads.Load(),
+		BatchLargest:        c.batchLargest.Load(),
+		BatchAlone:          c.batchAlone.Load(),
+	}
+	if st.BatchedReads > st.Batches {
+		st.BatchSaved = st.BatchedReads - st.Batches
 	}
 	for name, ns := range c.names.Snapshot() {
 		st.Names[name] = NameStats(ns)

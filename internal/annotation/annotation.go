@@ -44,6 +44,7 @@ type Fields struct {
 	Name            string
 	Coalesce        bool
 	NoCoalesce      bool
+	NoBatch         bool
 	NoCache         bool
 	Off             bool
 }
@@ -69,6 +70,7 @@ const (
 	SetNoCache
 	SetOff
 	SetPure
+	SetNoBatch
 )
 
 // Annotation is a parsed `sqlflight:` comment: the fields it sets.
@@ -115,6 +117,8 @@ func Parse(text string) (Annotation, error) {
 				a.Fields.Coalesce, a.Set = true, a.Set|SetCoalesce
 			case "nocoalesce":
 				a.Fields.NoCoalesce, a.Set = true, a.Set|SetNoCoalesce
+			case "nobatch":
+				a.Fields.NoBatch, a.Set = true, a.Set|SetNoBatch
 			case "nocache":
 				a.Fields.NoCache, a.Set = true, a.Set|SetNoCache
 			case "off":
@@ -299,6 +303,9 @@ func (a *Annotation) Merge(base Fields) Fields {
 	}
 	if a.Set&SetNoCoalesce != 0 {
 		p.NoCoalesce, p.Coalesce = true, false
+	}
+	if a.Set&SetNoBatch != 0 {
+		p.NoBatch = true
 	}
 	if a.Set&SetNoCache != 0 {
 		p.NoCache = true

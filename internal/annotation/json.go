@@ -23,6 +23,7 @@ type JSON struct {
 	Name       string       `json:"name,omitempty"`
 	Coalesce   bool         `json:"coalesce,omitempty"`
 	NoCoalesce bool         `json:"nocoalesce,omitempty"`
+	NoBatch    bool         `json:"nobatch,omitempty"`
 	NoCache    bool         `json:"nocache,omitempty"`
 	Off        bool         `json:"off,omitempty"`
 }
@@ -33,7 +34,7 @@ func ToJSON(f Fields) JSON {
 		Soft: JSONDuration(f.Soft), Hard: JSONDuration(f.Hard), Neg: JSONDuration(f.Neg),
 		Jitter: f.Jitter, Beta: f.Beta, MaxRows: f.MaxRows, MaxBytes: f.MaxBytes,
 		Wait: JSONDuration(f.Wait), Timeout: JSONDuration(f.Timeout), Tables: f.Tables, Name: f.Name,
-		Coalesce: f.Coalesce, NoCoalesce: f.NoCoalesce, NoCache: f.NoCache, Off: f.Off,
+		Coalesce: f.Coalesce, NoCoalesce: f.NoCoalesce, NoBatch: f.NoBatch, NoCache: f.NoCache, Off: f.Off,
 	}
 }
 
@@ -43,7 +44,7 @@ func (j JSON) Fields() Fields {
 		Soft: time.Duration(j.Soft), Hard: time.Duration(j.Hard), Neg: time.Duration(j.Neg),
 		Jitter: j.Jitter, Beta: j.Beta, MaxRows: j.MaxRows, MaxBytes: j.MaxBytes,
 		Wait: time.Duration(j.Wait), Timeout: time.Duration(j.Timeout), Tables: j.Tables, Name: j.Name,
-		Coalesce: j.Coalesce, NoCoalesce: j.NoCoalesce, NoCache: j.NoCache, Off: j.Off,
+		Coalesce: j.Coalesce, NoCoalesce: j.NoCoalesce, NoBatch: j.NoBatch, NoCache: j.NoCache, Off: j.Off,
 	}
 }
 

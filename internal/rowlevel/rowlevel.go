@@ -141,6 +141,11 @@ type ReadFilter struct {
 	params []uint32
 }
 
+// Class returns the class of the column col of the filter's table, as the
+// catalog told it (ClassNone: not one whose values compare as their
+// canonical text).
+func (rf *ReadFilter) Class(col string) verdict.ColClass { return rf.cols[col] }
+
 // FilterOf returns the row filter of r, a single SELECT with equality
 // conditions on one table, and that table's epoch.TableKey; or nil. nonStd
 // is set when the server's strings are not standard-conforming.

@@ -123,6 +123,17 @@ type filterParser struct {
 	selects int
 	alias   string
 	f       *RowFilter
+	// spans are the token spans of f.Where's conditions, in order
+	// (BatchOf's rewrite).
+	spans []condSpan
+	from  int // the FROM of a SELECT, a token index
+}
+
+// condSpan is where one condition of the WHERE is in the tokens: the whole
+// condition [start, end), its column [col, colEnd) and, for a single value,
+// the value [op, opEnd).
+type condSpan struct {
+	start, end, col, colEnd, op, opEnd int
 }
 
 // word returns the token at i lower-cased if it is an unquoted identifier or keyword, else "".
@@ -294,14 +305,17 @@ func (p *filterParser) whereIn(i int, stop func(int) bool, depth int) (int, bool
 			continue
 		}
 		var c Condition
+		sp := condSpan{start: i}
 		if col, j, ok := p.column(i); ok {
 			c.Column = col
+			sp.col, sp.colEnd = i, j
 			switch {
 			case p.isOp(j, "="):
 				v, k, ok := p.operand(j + 1)
 				if !ok {
 					return 0, false
 				}
+				sp.op, sp.opEnd = j+1, k
 				c.Values, i = []Operand{v}, k
 			case p.word(j) == "in" && p.kind(j+1) == tLParen:
 				k := j + 2
@@ -334,9 +348,12 @@ func (p *filterParser) whereIn(i int, stop func(int) bool, depth int) (int, bool
 			if !ok {
 				return 0, false
 			}
+			sp.op, sp.opEnd, sp.col, sp.colEnd = i, j, j+1, k
 			c.Column, c.Values, i = col, []Operand{v}, k
 		}
+		sp.end = i
 		p.f.Where = append(p.f.Where, c)
+		p.spans = append(p.spans, sp)
 		next, done, ok := p.and(i, stop)
 		if !ok || done {
 			return next, ok
@@ -373,6 +390,7 @@ func (p *filterParser) selectStmt() (*RowFilter, bool) {
 			depth--
 		case tIdent:
 			if depth == 0 && p.word(i) == "from" {
+				p.from = i
 				goto from
 			}
 		}

@@ -268,4 +268,8 @@ type Result struct {
 	// learned from another text of the shape). The scanner never reads it; store one type
 	// only.
 	Rows atomic.Value
+	// Batch is the caller's fourth slot: what it made of the text's batch
+	// form (BatchOf) under its shape's verdict. The scanner never reads it;
+	// store one type only.
+	Batch atomic.Value
 }

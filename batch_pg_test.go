@@ -1,0 +1,105 @@
+package sqlflight
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// batchFixture is a table of n rows (id, v = 'v'||id, n = id*7) in the test
+// database, dropped when the test ends, and a Shield's db over it.
+type batchFixture struct {
+	db    *sql.DB
+	s     *Shield
+	raw   *sql.DB
+	table string
+}
+
+func newBatchFixture(t *testing.T, rows int, opts Options) *batchFixture {
+	t.Helper()
+	dsn := postgresDSN(t)
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &batchFixture{raw: raw, table: fmt.Sprintf("batch_%d", time.Now().UnixNano())}
+	t.Cleanup(func() {
+		_, _ = raw.Exec("DROP TABLE IF EXISTS " + f.table)
+		_ = raw.Close()
+	})
+	for _, q := range []string{
+		"CREATE TABLE " + f.table + " (id int PRIMARY KEY, v text, n int, g int, s text UNIQUE)",
+		fmt.Sprintf("INSERT INTO %s SELECT i, 'v'||i, i*7, i %% 10, 's'||i FROM generate_series(1, %d) i", f.table, rows),
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.s = New(opts)
+	c, err := f.s.Wrap(stdlib.GetDefaultDriver()).(driver.DriverContext).OpenConnector(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.db = sql.OpenDB(c)
+	t.Cleanup(func() { _ = f.db.Close(); _ = f.s.Close() })
+	return f
+}
+
+// read reads the rows of id through q.
+func (f *batchFixture) read(ctx context.Context, q string, args ...any) ([][3]any, error) {
+	rows, err := f.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][3]any
+	for rows.Next() {
+		var id, n int64
+		var v string
+		if err := rows.Scan(&id, &v, &n); err != nil {
+			return nil, err
+		}
+		out = append(out, [3]any{id, v, n})
+	}
+	return out, rows.Err()
+}
+
+func TestBatchSmoke(t *testing.T) {
+	f := newBatchFixture(t, 2000, Options{})
+	q := "SELECT id, v, n FROM " + f.table + " WHERE id = $1"
+	ctx := context.Background()
+	if _, err := f.read(ctx, q, 1); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 1000)
+	for i := 1; i <= 1000; i++ {
+		wg.Add(1)
+		go func(id int) {
+			defer wg.Done()
+			<-start
+			rows, err := f.read(ctx, q, id)
+			switch {
+			case err != nil:
+				errs <- err
+			case len(rows) != 1 || rows[0] != [3]any{int64(id), fmt.Sprintf("v%d", id), int64(id * 7)}:
+				errs <- fmt.Errorf("id %d: %v", id, rows)
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := f.s.Stats()
+	t.Logf("origin %d batches %d batched %d largest %d alone %d flights %d", st.OriginExecutions, st.Batches, st.BatchedReads, st.BatchLargest, st.BatchAlone, st.Flights)
+}
