@@ -12,7 +12,8 @@ import (
 //
 //	SQLFLIGHT_POSTGRES_DSN=postgres://… go test ./bench -run '^$' -bench . -benchmem
 //
-// Without SQLFLIGHT_POSTGRES_DSN they skip at once; plain go test runs nothing.
+// Without SQLFLIGHT_POSTGRES_DSN they skip at once; plain go test runs only
+// TestManyKeys, a small manykeys workload (it skips too without the DSN).
 
 func benchEnv(b *testing.B) (context.Context, *env) {
 	b.Helper()
@@ -78,5 +79,50 @@ func BenchmarkWrite(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestManyKeys runs the manykeys workload small, one round: every caller
+// gets exactly its own row (none for an absent id), and raw pgx sends one
+// statement per caller, which sqlflight never exceeds.
+func TestManyKeys(t *testing.T) {
+	dsn := os.Getenv("SQLFLIGHT_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("SQLFLIGHT_POSTGRES_DSN is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	c := config{dsn: dsn, maxConns: 4, zipfIDs: 10, herdSleep: time.Millisecond, only: "manykeys",
+		mkRows: 500, mkCallers: 60, mkKeys: 10, mkEach: 4, mkAbsent: 10, mkSingle: 3, mkRounds: 1}
+	e, err := setup(ctx, c, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.teardown()
+	runs, p, err := e.measureManyKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"A": int64(c.mkCallers), "B": int64(c.mkKeys*c.mkEach + c.mkAbsent)}
+	for i, k := range manyKeysKinds {
+		r := runs[i][0]
+		for name, s := range map[string]mkScenario{"A": r.a, "B": r.b} {
+			if s.wrong != 0 || s.wrongAbs != 0 || s.errs != 0 {
+				t.Errorf("%s / %s: %d wrong, %d rows for absent ids, %d errors (%v)", k.name, name, s.wrong, s.wrongAbs, s.errs, s.first)
+			}
+			switch {
+			case p.missing != "":
+				t.Logf("%s / %s: statements not counted: %s", k.name, name, p.missing)
+			case k.driver == "pgx" && s.statements != want[name]:
+				t.Errorf("%s / %s: %d statements at the server, want %d (one per caller)", k.name, name, s.statements, want[name])
+			case s.statements < 1 || s.statements > want[name]:
+				t.Errorf("%s / %s: %d statements at the server, want 1…%d", k.name, name, s.statements, want[name])
+			}
+		}
 	}
 }

@@ -10,6 +10,10 @@
 // Origin executions are counted by PostgreSQL itself: every benchmark query
 // calls a plpgsql function that bumps a sequence of this run.
 //
+// The manykeys workload (manykeys.go) releases many reads of one statement
+// shape with distinct ids together and counts the statements that reached
+// the server in pg_stat_statements (which the server must preload).
+//
 // The Zipf mix runs twice: with the writes through each contender, and with
 // the writes made by a plain pgx pool that tells no cache anything, where
 // sqlflight also runs with each change feed. For those the role must be
@@ -69,6 +73,13 @@ type config struct {
 	zipfRange    bool
 	zipfTTL      time.Duration
 	zipfLag      time.Duration
+	mkRows       int
+	mkCallers    int
+	mkKeys       int
+	mkEach       int
+	mkAbsent     int
+	mkSingle     int
+	mkRounds     int
 	only         string
 }
 
@@ -102,6 +113,7 @@ type env struct {
 	wcnt  string // write counter function
 	slow  string // ~herdSleep function, one row
 	herd  string // ~herdSleep function, herdRowCount rows
+	mk    string // the manykeys table (id, v, n), "" when manykeys does not run
 	pub   string // the replication feed's publication (FOR TABLE table), while one runs
 	known []atomic.Int64
 	// commits[id] holds when each version of row id was seen committed
@@ -141,8 +153,15 @@ func main() {
 	flag.IntVar(&c.tpRounds, "throughput-rounds", 3, "throughput: interleaved rounds per contender")
 	flag.DurationVar(&c.tpFor, "throughput-for", 2*time.Second, "throughput: measured duration per contender and round (after a quarter of it as warm-up)")
 	flag.StringVar(&c.tpKinds, "throughput-kinds", "", "throughput: comma-separated contenders to run, by their number in the table (1 is raw pgx); default all")
+	flag.IntVar(&c.mkRows, "manykeys-rows", 20000, "manykeys: rows of its table (id 1…N, v = 'v' || id, n = id * 7)")
+	flag.IntVar(&c.mkCallers, "manykeys-callers", 1000, "manykeys A: callers released together, each with a distinct id of its own")
+	flag.IntVar(&c.mkKeys, "manykeys-keys", 100, "manykeys B: distinct present ids")
+	flag.IntVar(&c.mkEach, "manykeys-each", 10, "manykeys B: callers per present id")
+	flag.IntVar(&c.mkAbsent, "manykeys-absent", 100, "manykeys B: callers of ids absent from the table, one each")
+	flag.IntVar(&c.mkSingle, "manykeys-single", 20, "manykeys: lone reads per contender and round (their median is the single read)")
+	flag.IntVar(&c.mkRounds, "manykeys-rounds", 3, "manykeys: interleaved rounds (new ids each); the tables show medians over them")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside,throughput; steady is its old name); default all")
+	flag.StringVar(&c.only, "only", "", "comma-separated workloads to run (herd,expiry,hit,write,zipf,zipf-outside,throughput,manykeys; steady is throughput's old name); default all")
 	flag.Parse()
 	for _, f := range strings.Split(*tpCallers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -262,7 +281,12 @@ func run(c config) error {
 		printTable(w.title, ks, results, extra)
 	}
 	if want(c, "throughput") || want(c, "steady") {
-		return throughput(ctx, e)
+		if err := throughput(ctx, e); err != nil {
+			return err
+		}
+	}
+	if want(c, "manykeys") {
+		return manyKeys(ctx, e)
 	}
 	return nil
 }
@@ -306,6 +330,13 @@ BEGIN
 	PERFORM pg_sleep(%f);
 	RETURN QUERY SELECT k + g, (k + g) * 10, 0::bigint, 'herd'::text FROM generate_series(0, %d) AS g;
 END $f$`, e.herd, e.rseq, c.herdSleep.Seconds(), herdRowCount-1),
+	}
+	if want(c, "manykeys") && c.mkRows > 0 {
+		e.mk = "public.sqlflight_bench_manykeys_" + id
+		stmts = append(stmts,
+			fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text, n int)`, e.mk),
+			fmt.Sprintf(`INSERT INTO %s SELECT g, 'v' || g, g * 7 FROM generate_series(1, %d) AS g`, e.mk, c.mkRows),
+			fmt.Sprintf(`ANALYZE %s`, e.mk))
 	}
 	for _, s := range stmts {
 		if _, err := admin.ExecContext(ctx, s); err != nil {
@@ -361,6 +392,7 @@ func (e *env) teardown() {
 		fmt.Sprintf(`DROP PUBLICATION IF EXISTS %s`, e.pubName()),
 		sqlflight.UninstallTriggersSQL("public", e.tableName()),
 		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, e.table),
+		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, "public.sqlflight_bench_manykeys_"+e.id),
 	} {
 		if _, err := e.admin.ExecContext(ctx, s); err != nil {
 			fmt.Fprintf(os.Stderr, "teardown %q: %v\n", s, err)
