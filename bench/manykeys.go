@@ -41,12 +41,20 @@ type manyKeysKind struct {
 	name   string
 	driver string // database/sql driver name: "pgx" or sqlflight.DriverName
 	ann    string // annotation of the statement ("" for none)
+	// realCap leaves database/sql's pool uncapped and caps sqlflight's real
+	// connections at -maxconns instead (sqlflight.max_conns): what
+	// docs/connections.md advises, so that every caller can wait in a
+	// flight or a batch while no more server connections open than under
+	// the capped pool.
+	realCap bool
 }
 
 var manyKeysKinds = []manyKeysKind{
 	{name: "raw pgx v5 stdlib", driver: "pgx"},
 	{name: "sqlflight, default policy", driver: sqlflight.DriverName},
 	{name: "sqlflight, `nobatch`", driver: sqlflight.DriverName, ann: "nobatch"},
+	{name: "sqlflight, default policy, real connections capped (`sqlflight.max_conns`)", driver: sqlflight.DriverName, realCap: true},
+	{name: "sqlflight, `nobatch`, real connections capped (`sqlflight.max_conns`)", driver: sqlflight.DriverName, ann: "nobatch", realCap: true},
 }
 
 const manyKeysQuery = "SELECT id, v, n FROM %s WHERE id = $1"
@@ -271,12 +279,22 @@ func (e *env) manyKeysScenario(ctx context.Context, db *sql.DB, q string, ids []
 // verdict on the statement), the lone reads, then A and B.
 func (e *env) runManyKeys(ctx context.Context, k manyKeysKind, plan mkPlan, p *pgss) (mkRun, error) {
 	var r mkRun
-	db, err := sql.Open(k.driver, e.cfg.dsn)
+	dsn := e.cfg.dsn
+	if k.realCap {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += fmt.Sprintf("%ssqlflight.max_conns=%d", sep, e.cfg.maxConns)
+	}
+	db, err := sql.Open(k.driver, dsn)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close()
-	capPool(db, e.cfg.maxConns)
+	if !k.realCap {
+		capPool(db, e.cfg.maxConns)
+	}
 	if err := prewarm(ctx, db, e.cfg.maxConns); err != nil {
 		return r, err
 	}
@@ -364,7 +382,7 @@ func printManyKeys(c config, runs [][]mkRun, p *pgss) {
 	bCallers := c.mkKeys*c.mkEach + c.mkAbsent
 	fmt.Printf("### 7. Many keys, one shape: `%s` over a fresh table of %s rows (id int primary key, v = 'v' || id, n = id * 7), callers released together on one channel, one `QueryContext` each through database/sql (rows read to the end); %d interleaved rounds, new ids each round (the same for every contender); medians over the rounds\n\n",
 		fmt.Sprintf(manyKeysQuery, "t"), thousands(c.mkRows), c.mkRounds)
-	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) and SetMaxIdleConns(%[1]d) (-maxconns), pre-warmed: a connection per caller (%s) would exceed max_connections, so every contender's callers queue in database/sql's pool alike\n", c.maxConns, thousands(max(c.mkCallers, bCallers)))
+	fmt.Printf("- every contender's pool: SetMaxOpenConns(%d) and SetMaxIdleConns(%[1]d) (-maxconns), pre-warmed: a connection per caller (%s) would exceed max_connections, so every contender's callers queue in database/sql's pool alike; except \"real connections capped\": database/sql's pool uncapped, sqlflight's real connections capped at %[1]d instead (sqlflight.max_conns), so that every caller is in the driver at once and no more server connections open\n", c.maxConns, thousands(max(c.mkCallers, bCallers)))
 	if p.missing != "" {
 		fmt.Printf("- statements: n/a: pg_stat_statements cannot be read (%s)\n", strings.ReplaceAll(p.missing, "|", "/"))
 	} else {
