@@ -275,12 +275,12 @@ func (s *engine) explainBatch(c *conn, f *fate) (col, why string) {
 	case !f.known || len(f.tables) != 1:
 		return "", "reads more than one table"
 	}
-	p := c.sc.batchOf(v, f.r)
+	tb := c.sc.batchPlan(v, f.r)
 	switch {
-	case p.why != "":
-		return "", p.why
-	case p.broken.Load():
+	case tb.p.Why != "":
+		return "", tb.p.Why
+	case tb.broken.Load():
 		return "", "the server refused its batched form"
 	}
-	return p.col, ""
+	return tb.p.Col, ""
 }

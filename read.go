@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/annotation"
+	"github.com/sqlflight/sqlflight/internal/batch"
 	fl "github.com/sqlflight/sqlflight/internal/flight"
 	"github.com/sqlflight/sqlflight/internal/fresh"
 	"github.com/sqlflight/sqlflight/internal/key"
@@ -47,9 +48,9 @@ type flightData struct {
 	// lone is the origin's rows when they went to the leader alone
 	// (engine.origin), for await to tie them to the leader's context.
 	lone *passRows
-	// gate is the batch group whose turn the origin holds (batch.go),
-	// given back once it is done; nil for a read that does not batch.
-	gate *batchGate
+	// turn is the batch group's turn the origin holds (batch.go), given
+	// back once it is done; nil for a read that does not batch.
+	turn *batch.Turn
 }
 
 // flightGroup is the Shield's group of flights, keyed by the full key of
@@ -284,7 +285,7 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if p, k, group := s.batchFor(own); p != nil {
-				if rows, err, done := s.batched(ctx, f, own, st, p, k, group); done {
+				if rows, err, done := s.batched(ctx, f, own, st, k, group); done {
 					return rows, err
 				}
 			}
@@ -295,8 +296,8 @@ func (s *engine) fly(ctx context.Context, caller *read, st *store) (driver.Rows,
 				}
 			}
 			if err != nil {
-				if g := f.Data.gate; g != nil {
-					s.batches.release(g)
+				if t := f.Data.turn; t != nil {
+					s.batches.Done(t)
 				}
 				s.tier.Release(own.l2, &own.lease) // another instance may query instead
 				if ctx.Err() != nil {
@@ -742,8 +743,8 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		} else {
 			t.Exit(err) // the breaker knows before any waiter does
 		}
-		if g := f.Data.gate; g != nil {
-			s.batches.release(g) // the reads of other keys that gathered meanwhile run now
+		if t := f.Data.turn; t != nil {
+			s.batches.Done(t) // the reads of other keys that gathered meanwhile run now
 		}
 		// Publish (an orphaned handoff is closed here) before the real
 		// connection is given back: until then nobody else may use it.

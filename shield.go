@@ -280,8 +280,8 @@ type engine struct {
 	logger atomic.Pointer[slog.Logger] // nil: slog.Default() at logging time
 
 	flights flightGroup
-	batches batches // batch groups of many keys (batch.go)
-	workers workers // run the origin queries (read.go)
+	batches batchGroup // batch groups of many keys (batch.go)
+	workers workers    // run the origin queries (read.go)
 	epochs  epochs
 	rowCols rowlevel.Columns // column classes of tables, for row-level invalidation
 	store   store
@@ -335,6 +335,7 @@ func New(opts ...Option) *Shield {
 	s.tooLarge.Init(4096)
 	s.warned.Init(4096)
 	s.workers.init()
+	s.initBatches()
 	if s.tierImpl != nil {
 		s.attachTier(s.tierImpl)
 	}

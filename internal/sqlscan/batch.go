@@ -82,7 +82,9 @@ func BatchOf(sql string, nonStd bool) (*BatchForm, string) {
 			case "with", "union", "intersect", "except", "join", "lateral", "only", "tablesample",
 				"natural", "table", "into":
 				return nil, "not a single-table SELECT (" + strings.ToUpper(w) + ")"
-			case "distinct", "group", "having", "window", "limit", "offset", "fetch":
+			case "group":
+				return nil, "GROUP BY"
+			case "distinct", "having", "window", "limit", "offset", "fetch":
 				return nil, strings.ToUpper(w)
 			case "over":
 				return nil, "window function"

@@ -319,6 +319,7 @@ func (p *filterParser) whereIn(i int, stop func(int) bool, depth int) (int, bool
 				c.Values, i = []Operand{v}, k
 			case p.word(j) == "in" && p.kind(j+1) == tLParen:
 				k := j + 2
+				sp.op = k
 				for {
 					v, next, ok := p.operand(k)
 					if !ok {
@@ -333,6 +334,7 @@ func (p *filterParser) whereIn(i int, stop func(int) bool, depth int) (int, bool
 					if p.kind(k) != tRParen {
 						return 0, false
 					}
+					sp.opEnd = k
 					i = k + 1
 					break
 				}
