@@ -209,12 +209,14 @@ func (s *engine) runBatch(b *batch.Batch) {
 		over    []bool
 	)
 	sc := first.c.sc
+	ran := false // the statement was sent: its error may be a value's, or the batch's
 	t, err := sc.guard.Enter(ctx)
 	if err == nil {
 		l := &poolLink{sc: sc, s: s}
 		var rc driver.Conn
 		if rc, err = l.conn(ctx); err == nil {
 			s.stats.originExecs.Add(1)
+			ran = true
 			var rows driver.Rows
 			if rows, err = parent.Query(ctx, rc, p.SQL, p.Args(first.args, keys)); err == nil {
 				results, over, err = resultset.Split(rows, shareMask(rows, mirrorRowsMask(rows)), len(keys),
@@ -239,13 +241,10 @@ func (s *engine) runBatch(b *batch.Batch) {
 	s.stats.originDuration.Observe(took)
 	s.batches.Done(b.Turn()) // the group's next batch may start
 
-	// A failure on a value (class 22) sends every member to run alone, where
-	// each gets its own answer; so does a batch the server or the driver
-	// would not run as written (class 42, no Queryer, rows whose keys are
-	// not the batch's), after which the text batches no more.
-	state := pgverdict.SQLState(err)
-	refused := err == driver.ErrSkip || errors.Is(err, resultset.ErrSplit) || (len(state) == 5 && state[:2] == "42")
-	alone := refused || (len(state) == 5 && state[:2] == "22")
+	alone, refused := false, false
+	if err != nil && ran {
+		alone, refused = batchFailure(err)
+	}
 	if refused {
 		tb.broken.Store(true)
 		s.warned.Warn(s.log, "batch", first.r.ShapeKey, "sqlflight: a batch of many keys failed; the statement runs one key at a time from now on",
@@ -299,6 +298,36 @@ func (s *engine) runBatch(b *batch.Batch) {
 			}
 		}
 	}
+}
+
+// batchFailure says what the error of a batch's statement means for its
+// members: each runs alone (where it gets its own answer) when the batch
+// failed on a value (SQLSTATE class 22), when the server or the driver
+// would not run it as written (class 42, no Queryer, rows whose keys are
+// not the batch's: refused, the text batches no more), or when the error is
+// neither the database's (another SQLSTATE) nor one that any statement on
+// that connection would have got (a broken connection, the origin's
+// timeout, its cancellation); otherwise it is every member's, as a flight's
+// error is every caller's.
+func batchFailure(err error) (alone, refused bool) {
+	if err == driver.ErrSkip || errors.Is(err, resultset.ErrSplit) {
+		return true, true
+	}
+	if state := pgverdict.SQLState(err); len(state) == 5 {
+		switch state[:2] {
+		case "42":
+			return true, true
+		case "22":
+			return true, false
+		}
+		return false, false
+	}
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, ErrOriginTimeout), errors.Is(err, context.Canceled),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errAbandoned):
+		return false, false
+	}
+	return true, false
 }
 
 // batchOutcome is what the breaker hears of a batch: a failure on a value,

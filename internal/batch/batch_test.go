@@ -228,9 +228,9 @@ func TestPlanKeys(t *testing.T) {
 		sql    string
 		params []uint32
 	}{
-		{"SELECT id FROM t WHERE n = $1", []uint32{1700}},  // numeric: not a batchable class
-		{"SELECT id FROM t WHERE id = $1", []uint32{25}},   // a text parameter for an int column
-		{"SELECT id FROM t WHERE id = '5'", nil},           // a string for an int column
+		{"SELECT id FROM t WHERE n = $1", []uint32{1700}}, // numeric: not a batchable class
+		{"SELECT id FROM t WHERE id = $1", []uint32{25}},  // a text parameter for an int column
+		{"SELECT id FROM t WHERE id = '5'", nil},          // a string for an int column
 		{"SELECT id FROM t WHERE id = $1 LIMIT 1", []uint32{23}},
 	} {
 		if p := plan(t, c.sql, ints, c.params...); p.Why == "" {
