@@ -147,7 +147,11 @@ func (s *engine) batched(ctx context.Context, f *flight, own *read, st *store, k
 	f.SetCancel(func(error) { b.Abandon(errAbandoned) })
 	c := own.c
 	c.offer() // its caller only waits: the batch may take its real connection
-	defer c.withdraw()
+	s.stats.batchPending.Add(1)
+	defer func() {
+		s.stats.batchPending.Add(-1)
+		c.withdraw()
+	}()
 	select {
 	case <-f.Done():
 	case <-m.Alone():

@@ -378,7 +378,10 @@ type Stats struct {
 	// Batches), BatchLargest the most reads one answered, and BatchAlone
 	// the reads a batch could not answer, which ran their own statement
 	// (a result over its limits, or the batch failed on a value).
+	// BatchPending is a gauge: the reads waiting in a batch that has not
+	// started or runs.
 	Batches, BatchedReads, BatchSaved, BatchLargest, BatchAlone uint64
+	BatchPending                                                int64
 
 	FreshHits       uint64 // cached results served fresh
 	StaleHits       uint64 // cached results served stale while a refresh runs
@@ -594,7 +597,7 @@ type counters struct {
 	realWaits, realsLent, lateFollowers                             atomic.Uint64
 	prewarmReplayed, prewarmLoaded, prewarmSkipped, prewarmFailed   atomic.Uint64
 	batches, batchedReads, batchLargest, batchAlone                 atomic.Uint64
-	waiting, inFlight, realConns                                    atomic.Int64
+	waiting, inFlight, realConns, batchPending                      atomic.Int64
 
 	bypassed stats.Bypasses // statements sent straight to the real connection, by reason
 
@@ -648,6 +651,7 @@ func (c *counters) snapshot() Stats {
 		BatchedReads:        c.batchedReads.Load(),
 		BatchLargest:        c.batchLargest.Load(),
 		BatchAlone:          c.batchAlone.Load(),
+		BatchPending:        c.batchPending.Load(),
 	}
 	if st.BatchedReads > st.Batches {
 		st.BatchSaved = st.BatchedReads - st.Batches
