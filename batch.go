@@ -293,6 +293,7 @@ func (s *engine) runBatch(b *batch.Batch) {
 		answered++
 	}
 	if answered > 0 {
+		s.stats.batchSizes[batchSizeBucket(answered)].Add(1)
 		s.stats.batches.Add(1)
 		s.stats.batchedReads.Add(uint64(answered))
 		for n := uint64(answered); ; {
@@ -341,4 +342,24 @@ func batchOutcome(err error) error {
 		return nil
 	}
 	return err
+}
+
+// batchSizeLabels name the buckets of Stats.BatchSizes.
+var batchSizeLabels = [...]string{"1", "2-4", "5-16", "17-64", "65-256", "257+"}
+
+// batchSizeBucket is the bucket of a batch that answered n reads.
+func batchSizeBucket(n int) int {
+	switch {
+	case n <= 1:
+		return 0
+	case n <= 4:
+		return 1
+	case n <= 16:
+		return 2
+	case n <= 64:
+		return 3
+	case n <= 256:
+		return 4
+	}
+	return 5
 }

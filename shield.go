@@ -382,6 +382,9 @@ type Stats struct {
 	// started or runs.
 	Batches, BatchedReads, BatchSaved, BatchLargest, BatchAlone uint64
 	BatchPending                                                int64
+	// BatchSizes counts the batches by the reads they answered: "1",
+	// "2-4", "5-16", "17-64", "65-256", "257+".
+	BatchSizes map[string]uint64
 
 	FreshHits       uint64 // cached results served fresh
 	StaleHits       uint64 // cached results served stale while a refresh runs
@@ -600,6 +603,8 @@ type counters struct {
 	waiting, inFlight, realConns, batchPending                      atomic.Int64
 
 	bypassed stats.Bypasses // statements sent straight to the real connection, by reason
+	// batchSizes counts batches by the reads they answered (batchSizeLabels).
+	batchSizes [len(batchSizeLabels)]atomic.Uint64
 
 	originDuration, followerWait, probeDuration stats.Durations
 	names                                       stats.Names
@@ -655,6 +660,12 @@ func (c *counters) snapshot() Stats {
 	}
 	if st.BatchedReads > st.Batches {
 		st.BatchSaved = st.BatchedReads - st.Batches
+	}
+	st.BatchSizes = make(map[string]uint64, len(batchSizeLabels))
+	for i, l := range batchSizeLabels {
+		if n := c.batchSizes[i].Load(); n > 0 {
+			st.BatchSizes[l] = n
+		}
 	}
 	for name, ns := range c.names.Snapshot() {
 		st.Names[name] = NameStats(ns)

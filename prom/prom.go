@@ -185,6 +185,12 @@ func New(s *sqlflight.Shield, opts ...Option) *Collector {
 		func(st *sqlflight.Stats) uint64 { return st.OriginExecutions })
 	cnt("origin_errors_total", "Shared-flight queries that failed.",
 		func(st *sqlflight.Stats) uint64 { return st.OriginErrors })
+	cnt("batches_total", "Statements that answered the reads of many keys at once (batches).",
+		func(st *sqlflight.Stats) uint64 { return st.Batches })
+	cnt("batched_reads_total", "Reads answered by a batch of many keys.",
+		func(st *sqlflight.Stats) uint64 { return st.BatchedReads })
+	cnt("batch_alone_total", "Reads a batch could not answer, which ran their own statement.",
+		func(st *sqlflight.Stats) uint64 { return st.BatchAlone })
 	cnt("cache_misses_total", "Cacheable reads that found no usable cache entry.",
 		func(st *sqlflight.Stats) uint64 { return st.Misses })
 	cnt("cache_fills_total", "Results stored in the cache.",

@@ -64,6 +64,11 @@ type Stats struct {
 	Followers        uint64 // callers that joined a running flight
 	OriginExecutions uint64 // shared-flight queries that reached the database
 
+	// Batches are the statements that answered the reads of many keys at
+	// once, BatchedReads the reads they answered, BatchSaved the
+	// statements saved, BatchLargest the most reads one answered.
+	Batches, BatchedReads, BatchSaved, BatchLargest uint64
+
 	// FreshHits, StaleHits and NegativeHits are the cache's hits, Misses
 	// the cacheable reads that found no usable entry: the hit ratio.
 	FreshHits, StaleHits, NegativeHits, Misses uint64
