@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,11 +147,15 @@ func BenchmarkMissVsPassthrough(b *testing.B) {
 	admin := openRaw(b, dsn)
 	table := benchTable(b, admin)
 	body := fmt.Sprintf(`SELECT v, label FROM %s WHERE id = $1 AND $2::bigint >= 0`, table)
-	off := "/* sqlflight: off */ " + body
+	// keyed is the same read keyed by one equality: its reads batch when
+	// they meet (docs/batching.md); alone, each runs at once, as a read
+	// that found nothing of its statement in flight.
+	keyed := fmt.Sprintf(`SELECT v, label FROM %s WHERE id = $1`, table)
 	db, sh := openFlight(b, dsn)
-	for _, pol := range []struct{ name, miss string }{
-		{"ttl", "/* sqlflight: ttl=1h */ " + body},
-		{"coalesce", body},
+	for _, pol := range []struct{ name, miss, body string }{
+		{"ttl", "/* sqlflight: ttl=1h */ " + body, body},
+		{"coalesce", body, body},
+		{"coalesce-keyed", keyed, keyed},
 	} {
 		for _, ctxKind := range []string{"background", "cancel"} {
 			b.Run("policy="+pol.name+"/ctx="+ctxKind, func(b *testing.B) {
@@ -160,7 +165,7 @@ func BenchmarkMissVsPassthrough(b *testing.B) {
 					ctx, cancel = context.WithCancel(ctx)
 					defer cancel()
 				}
-				missVsPassthrough(b, ctx, db, sh, pol.miss, off)
+				missVsPassthrough(b, ctx, db, sh, pol.miss, "/* sqlflight: off */ "+pol.body)
 			})
 		}
 	}
@@ -173,7 +178,11 @@ func missVsPassthrough(b *testing.B, ctx context.Context, db *sql.DB, sh *sqlfli
 	read := func(q string) {
 		seq++
 		id := seq%benchRows + 1
-		if err := db.QueryRowContext(ctx, q, id, seq).Scan(&v, &label); err != nil {
+		args := []any{id, seq}
+		if !strings.Contains(q, "$2") {
+			args = args[:1]
+		}
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&v, &label); err != nil {
 			b.Fatal(err)
 		}
 		if v != id*10 {
