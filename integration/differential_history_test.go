@@ -18,6 +18,11 @@ import (
 // monotonic clock. A write that failed is resolved by reading the object on
 // a raw connection and recording whatever it committed as returned at that
 // moment, which only ever widens the window the checker allows.
+//
+// A version may also be made behind the Shield's back (by an outside
+// client, out[v]), which the Shield learns of only through its change
+// feed: such a version is not owed to a reader by read-your-writes, only
+// within its policy's allowance, or diffFeedAllow when that is shorter.
 
 // diffObj is one object and its committed history.
 type diffObj struct {
@@ -29,18 +34,20 @@ type diffObj struct {
 	ret   []int64 // ret[v]: when it returned
 	via   []string
 	by    []uint8 // by[v]: the fleet instance whose writer made version v (fleet workloads)
+	out   []bool  // out[v]: version v was written by an outside client, not through the Shield
 }
 
 func newDiffObj(name string, shape, key, col int) *diffObj {
-	return &diffObj{name: name, shape: shape, key: key, col: col, start: []int64{0}, ret: []int64{0}, via: []string{"setup"}, by: []uint8{0}}
+	return &diffObj{name: name, shape: shape, key: key, col: col, start: []int64{0}, ret: []int64{0}, via: []string{"setup"}, by: []uint8{0}, out: []bool{false}}
 }
 
 // cur is the object's last committed version.
 func (o *diffObj) cur() int64 { return int64(len(o.ret) - 1) }
 
-func (o *diffObj) commit(start, ret int64, via string, by uint8) {
+func (o *diffObj) commit(start, ret int64, via string, by uint8, out bool) {
 	o.start = append(o.start, start)
 	o.by = append(o.by, by)
+	o.out = append(o.out, out)
 	o.ret = append(o.ret, ret)
 	o.via = append(o.via, via)
 }
@@ -61,6 +68,8 @@ const (
 	vFuture    = "future"     // a version whose write was sent only after the read returned (or ran at another time than its caller's call: a shared volatile call)
 	vRYW       = "ryw"        // older than a write through the same Shield that returned before the read began
 	vStale     = "stale"      // older than the reader's own policy allows (writes the Shield could not know about)
+	vFeed      = "feed"       // older than an outside write the change feed should have reported long before (diffFeedAllow)
+	vWrongRow  = "wrong-row"  // a keyed read returned another key's row, or not exactly one row
 	vLostWrite = "lost-write" // a write through the driver did not happen (or returned another write's result)
 	vTxRead    = "tx-read"    // a read inside a transaction did not see the transaction's own write
 	vHistory   = "history"    // the database's final state disagrees with the recorded history
@@ -71,7 +80,7 @@ const (
 	vFleetLost  = "lost-msg" // a message an instance that listened never applied
 )
 
-var diffKinds = []string{vPhantom, vFuture, vRYW, vStale, vLostWrite, vTxRead, vHistory, vFleetHeard, vFleetTier, vFleetLost}
+var diffKinds = []string{vPhantom, vFuture, vRYW, vStale, vFeed, vWrongRow, vLostWrite, vTxRead, vHistory, vFleetHeard, vFleetTier, vFleetLost}
 
 type diffViolation struct {
 	kind string
@@ -80,10 +89,30 @@ type diffViolation struct {
 
 func ms(ns int64) string { return fmt.Sprintf("%.3fms", float64(ns)/1e6) }
 
+// diffFeedAllow is how long after an outside write returned a read may
+// still return the version before it, when the reader's policy allows
+// longer: the change feed is not bound to any deadline, but on one machine
+// it reports a commit within milliseconds (docs/measurements.md), so a
+// second means it did not report the write, or something kept a result
+// from before it past the invalidation.
+const diffFeedAllow = time.Second
+
+// nextOwn returns the first version after v made through the Shield, or
+// -1 when every later version was made by an outside client.
+func (o *diffObj) nextOwn(v int64) int64 {
+	for u := v + 1; u <= o.cur(); u++ {
+		if !o.out[u] {
+			return u
+		}
+	}
+	return -1
+}
+
 // check judges every read of c against its objects' histories.
 func (c *diffClass) check() []diffViolation {
 	var out []diffViolation
 	c.worstLag = map[uint8]int64{}
+	c.worstFeedLag = 0
 	for _, rs := range c.reads {
 		for i := range rs {
 			r := &rs[i]
@@ -97,6 +126,13 @@ func (c *diffClass) check() []diffViolation {
 				final := o.cur()
 				kind, why := "", ""
 				fkind, fwhy := "", ""
+				own, allow := int64(-1), pol.allow
+				if v >= 0 && v < final {
+					own = o.nextOwn(v)
+					if o.out[v+1] {
+						allow = min(allow, diffFeedAllow)
+					}
+				}
 				if c.fleet != nil && v >= 0 && v < final {
 					fkind, fwhy = c.fleet.judge(c, r, oi, v)
 				}
@@ -107,16 +143,23 @@ func (c *diffClass) check() []diffViolation {
 					kind, why = vFuture, fmt.Sprintf("version %d was written only at %s, after the read returned", v, ms(o.start[v]))
 				case fkind != "":
 					kind, why = fkind, fwhy
-				case v < final && c.fleet == nil && !c.foreign() && o.ret[v+1] < r.start:
+				case v < final && c.fleet == nil && !c.foreign() && own > 0 && o.ret[own] < r.start:
 					kind, why = vRYW, fmt.Sprintf("version %d (%s through this Shield) returned at %s, %v before the read began",
-						v+1, o.via[v+1], ms(o.ret[v+1]), time.Duration(r.start-o.ret[v+1]))
-				case v < final && o.ret[v+1] < r.start-int64(pol.allow+diffSlack):
+						own, o.via[own], ms(o.ret[own]), time.Duration(r.start-o.ret[own]))
+				case v < final && o.ret[v+1] < r.start-int64(allow+diffSlack):
 					kind, why = vStale, fmt.Sprintf("version %d returned at %s, %v before the read began; policy %s allows %v (+%v slack)",
-						v+1, ms(o.ret[v+1]), time.Duration(r.start-o.ret[v+1]), pol.name, pol.allow, diffSlack)
+						v+1, ms(o.ret[v+1]), time.Duration(r.start-o.ret[v+1]), pol.name, allow, diffSlack)
+					if allow < pol.allow {
+						kind, why = vFeed, fmt.Sprintf("version %d (%s, outside the Shield) returned at %s, %v before the read began; the change feed had %v (+%v slack) to report it (policy %s allows %v)",
+							v+1, o.via[v+1], ms(o.ret[v+1]), time.Duration(r.start-o.ret[v+1]), allow, diffSlack, pol.name, pol.allow)
+					}
 				}
 				if kind == "" {
 					if v < final && r.start-o.ret[v+1] > c.worstLag[r.pol] {
 						c.worstLag[r.pol] = r.start - o.ret[v+1]
+					}
+					if v < final && o.out[v+1] && r.start-o.ret[v+1] > c.worstFeedLag {
+						c.worstFeedLag = r.start - o.ret[v+1]
 					}
 					continue
 				}

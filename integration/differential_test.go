@@ -54,6 +54,22 @@ import (
 //     Catches row messages applied too coarsely or not at all, Redis's row
 //     epochs not keeping an older value out (an instance that joined late
 //     heard no earlier message), and read-your-writes on the writing one.
+//   - batch: many keys of one statement read at once (300 ids and 240 text
+//     keys full of quotes, backslashes, commas, braces, spaces, "NULL" and
+//     unicode; each as a parameter and inlined as bun writes it), so that
+//     reads of different keys overlap, under coalescing only (the Shield's
+//     default), TTLs and ttl=1m; writes through the Shield (autocommit by
+//     parameter and by an inlined key, committed and rolled-back
+//     transactions) and by an outside client on pgx, which the Shield
+//     learns of only through its change feed (logical replication, a
+//     publication of the workload's two tables). Every write is followed at
+//     once by reads of its key and its neighbours (and preceded by some, so
+//     that a read of the key is in flight when it returns). Catches a
+//     batch of reads that answers a caller whose call began after the
+//     batch started (or after a write that returned before it), a caller
+//     given another key's row or not exactly its own, keys mangled on
+//     their way into one statement, and outside writes the feed does not
+//     report (differential_batch_test.go).
 //
 // Knobs: SQLFLIGHT_DIFF_OPS (operations, default 105000; 20000 with -short),
 // SQLFLIGHT_DIFF_SECONDS (longest run, default 150), SQLFLIGHT_DIFF_WORKLOADS
@@ -81,7 +97,7 @@ func runDifferential(t *testing.T, parent string) {
 	}{
 		{"epochs", diffEpochs}, {"volatile", diffVolatile}, {"cascade", diffCascade}, {"trigger", diffTrigger},
 		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate}, {"rows", diffRows},
-		{"fleet-rows", diffFleetRows},
+		{"fleet-rows", diffFleetRows}, {"batch", diffBatch},
 	} {
 		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
@@ -110,17 +126,38 @@ func runDifferential(t *testing.T, parent string) {
 		// hold them only briefly), and background refreshes run two at a
 		// time (each on a real connection of its own beyond the pool's:
 		// the Shield keeps one spare): the whole test stays near 45
-		// connections, on a server that others may use too.
+		// connections, on a server that others may use too. (The batch
+		// workload's readers have more, on at most Options.MaxConns real
+		// ones: reads of many keys at once are what it is about.)
+		opts := sqlflight.Options{Default: diffDefault, MaxRefreshes: 2}
+		if c.options != nil {
+			c.options(&opts, parent, c.dsn)
+		}
 		if parent == "pgx" {
-			c.db, c.sh = openFlight(t, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
+			c.db, c.sh = openFlight(t, c.dsn, opts)
 		} else {
-			c.db, c.sh = openParent(t, parent, c.dsn, sqlflight.Options{Default: diffDefault, MaxRefreshes: 2})
+			c.db, c.sh = openParent(t, parent, c.dsn, opts)
 		}
 		pool := 2
+		if c.pool > 0 {
+			pool = c.pool
+		}
 		if c.writeVia == viaShield {
 			pool += c.writers
 		}
 		poolSize(c.db, pool)
+		if opts.Feed != sqlflight.FeedNone {
+			// The first Connect opens the feed and waits until it streams:
+			// before the first outside write.
+			diffStartFeed(t, c)
+			if st := c.sh.Stats(); st.FeedState != "current" {
+				t.Fatalf("%s: after the first Connect the change feed is %q, want current", c.name, st.FeedState)
+			}
+		}
+		if c.outside {
+			c.odb = openRaw(t, c.dsn)
+			poolSize(c.odb, c.writers)
+		}
 		c.wdb = c.db
 		switch c.writeVia {
 		case viaForeign:
@@ -148,10 +185,15 @@ func runDifferential(t *testing.T, parent string) {
 		if c.fleet != nil {
 			c.fleet.clock.Store(&now)
 		}
-		c.reads = make([][]diffRead, c.readers)
+		c.reads = make([][]diffRead, c.readers+c.chasers)
 		for r := range c.readers {
 			rng := rand.New(rand.NewPCG(seed, uint64(ci<<16|r)))
 			wg.Go(func() { c.readLoop(ctx, r, rng, now, &stop, &total) })
+		}
+		for i := range c.chasers {
+			r := c.readers + i
+			rng := rand.New(rand.NewPCG(seed, uint64(ci<<16|r)))
+			wg.Go(func() { c.chaseLoop(ctx, r, rng, now, &stop, &total) })
 		}
 		for i := range c.writers {
 			w := &diffWriter{c: c, ctx: ctx, rng: rand.New(rand.NewPCG(seed, uint64(ci<<16|1<<8|i))), idx: i, n: c.writers, now: now, stop: &stop, wdb: c.wdb}
@@ -238,6 +280,9 @@ func runDifferential(t *testing.T, parent string) {
 				t.Logf("shield: %s; database/sql pool: open=%d maxIdleClosed=%d maxIdleTimeClosed=%d maxLifetimeClosed=%d",
 					statsString(c.sh.Stats()), ps.OpenConnections, ps.MaxIdleClosed, ps.MaxIdleTimeClosed, ps.MaxLifetimeClosed)
 			}
+			if c.report != nil {
+				c.report(t)
+			}
 			versions := 0
 			for _, o := range c.objs {
 				versions += int(o.cur())
@@ -265,6 +310,42 @@ func runDifferential(t *testing.T, parent string) {
 				t.Errorf("%d %s violation(s); the first %d:%s", len(vs), k, min(len(vs), 3), b.String())
 			}
 		})
+	}
+}
+
+// diffStartFeed makes the first Connect of c's Shield, which opens its
+// change feed. Making a logical replication slot waits until every
+// transaction of the cluster that held an xid when it began has ended, so
+// another session's long transaction (another test's, on a shared server)
+// can delay it past the feed's start timeout; the next Connect tries
+// again.
+func diffStartFeed(t *testing.T, c *diffClass) {
+	t.Helper()
+	ctx := testContext(t, 3*time.Minute)
+	began := time.Now()
+	for attempt := 1; ; attempt++ {
+		err := c.db.PingContext(ctx)
+		if err == nil {
+			t.Logf("%s: change feed established in %v", c.name, time.Since(began).Round(time.Millisecond))
+			return
+		}
+		if !errors.Is(err, sqlflight.ErrFeedUnavailable) || attempt == 3 {
+			var held []string
+			rows, qerr := c.admin.QueryContext(ctx, `SELECT pid, coalesce(application_name, ''), state, now() - xact_start, left(query, 80)
+				FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()`)
+			if qerr == nil {
+				for rows.Next() {
+					var pid int
+					var app, state, age, query string
+					if rows.Scan(&pid, &app, &state, &age, &query) == nil {
+						held = append(held, fmt.Sprintf("pid %d %q %s for %s: %s", pid, app, state, age, query))
+					}
+				}
+				_ = rows.Close()
+			}
+			t.Fatalf("%s: first connect (change feed), attempt %d: %v\ntransactions holding an xid now (a logical replication slot waits for them): %q", c.name, attempt, err, held)
+		}
+		t.Logf("%s: first connect (change feed), attempt %d: %v; trying again", c.name, attempt, err)
 	}
 }
 
@@ -336,6 +417,8 @@ const (
 	polDefault
 	polTTL1s
 	polTTL50ms
+	polPlain
+	polTTL1m
 )
 
 var diffPolicies = []diffPolicy{
@@ -349,6 +432,12 @@ var diffPolicies = []diffPolicy{
 	polDefault:  {name: "Options.Default", allow: staleAllowance(diffDefault.Hard)},
 	polTTL1s:    {name: "ttl=1s", ann: "/* sqlflight: ttl=1s */ ", allow: staleAllowance(time.Second)},
 	polTTL50ms:  {name: "ttl=50ms", ann: "/* sqlflight: ttl=50ms */ ", allow: staleAllowance(50 * time.Millisecond)},
+	// No annotation, on a Shield whose Options.Default is zero (coalescing
+	// only): the batch workload's.
+	polPlain: {name: "none (Options.Default: coalescing only)"},
+	// Only invalidations (the Shield's own writes, its change feed) keep
+	// it fresh.
+	polTTL1m: {name: "ttl=1m", ann: "/* sqlflight: ttl=1m */ ", allow: staleAllowance(time.Minute)},
 }
 
 func (p *diffPolicy) apply(ctx context.Context, query string) (context.Context, string) {
@@ -368,6 +457,96 @@ type diffShape struct {
 	args   func(k int) []any
 	objs   func(k int) []int
 	decode func(k int, raw []int64) []int64
+
+	// text, when set, is the statement for key k (a key inlined in it, as
+	// bun writes its arguments); sql is then only its description.
+	text func(k int) string
+	// key, when set, makes the statement keyed: it returns rows of (key,
+	// cols bigints), and a read must return exactly one, whose key is
+	// key(k) (an int64 or a string).
+	key func(k int) any
+	// policies, when set, are the only ones the shape is read under (nil:
+	// the workload's).
+	policies []uint8
+}
+
+// policy picks a policy for a read of shape si.
+func (c *diffClass) policy(rng *rand.Rand, si int) uint8 {
+	ps := c.policies
+	if p := c.shapes[si].policies; p != nil {
+		ps = p
+	}
+	return ps[rng.IntN(len(ps))]
+}
+
+// query is the statement for key k.
+func (s *diffShape) query(k int) string {
+	if s.text != nil {
+		return s.text(k)
+	}
+	return s.sql
+}
+
+// diffQuerier is what a shape runs on: a *sql.DB or a *sql.Tx.
+type diffQuerier interface {
+	queryRower
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// run runs query (s's statement for key k, a policy's annotation before
+// it) on q and returns its columns. For a keyed shape, wrong says how the
+// result is not exactly key k's one row ("" when it is).
+func (s *diffShape) run(ctx context.Context, q diffQuerier, query string, k int) (raw [2]int64, wrong string, err error) {
+	if s.key == nil {
+		dest := []any{&raw[0], &raw[1]}
+		err = q.QueryRowContext(ctx, query, s.args(k)...).Scan(dest[:s.cols]...)
+		return raw, "", err
+	}
+	rows, err := q.QueryContext(ctx, query, s.args(k)...)
+	if err != nil {
+		return raw, "", err
+	}
+	defer rows.Close()
+	want := s.key(k)
+	_, text := want.(string)
+	var (
+		n     int
+		other []string
+	)
+	for rows.Next() {
+		var (
+			vals [2]int64
+			ik   int64
+			sk   string
+		)
+		dest := []any{&ik, &vals[0], &vals[1]}
+		if text {
+			dest[0] = &sk
+		}
+		if err := rows.Scan(dest[:1+s.cols]...); err != nil {
+			return raw, "", err
+		}
+		n++
+		var got any = ik
+		if text {
+			got = sk
+		}
+		if got != want {
+			other = append(other, fmt.Sprintf("%#v", got))
+			continue
+		}
+		raw = vals
+	}
+	if err := rows.Err(); err != nil {
+		return raw, "", err
+	}
+	switch {
+	case len(other) > 0:
+		wrong = fmt.Sprintf("%d row(s), of key(s) %s, want one of key %#v", n, strings.Join(other, ", "), want)
+	case n != 1:
+		wrong = fmt.Sprintf("%d rows of key %#v, want one", n, want)
+	}
+	return raw, wrong, nil
 }
 
 func (s *diffShape) versions(k int, raw []int64) []int64 {
@@ -406,6 +585,15 @@ type diffClass struct {
 	objs     []*diffObj
 	write    func(w *diffWriter)
 
+	pool    int                                            // the readers' connections in database/sql's pool (zero: 2)
+	options func(o *sqlflight.Options, parent, dsn string) // adjusts the Shield's options (nil: none)
+	outside bool                                           // writers also write behind the Shield's back, on odb
+	odb     *sql.DB                                        // raw pgx: the outside client's
+	chasers int                                            // readers that read what the writers kick, at once
+	kicks   chan diffKick                                  // to the chasers
+	pick    func(rng *rand.Rand, si int) int               // a reader's key of shape si (nil: uniform)
+	report  func(t *testing.T)                             // more of the subtest's report (nil: none)
+
 	mode  execMode
 	dsn   string
 	admin *sql.DB
@@ -413,9 +601,10 @@ type diffClass struct {
 	sh    *sqlflight.Shield
 	wdb   *sql.DB // the writers'
 
-	fleet    *diffFleet      // the instances of a fleet workload (nil: one Shield, db)
-	reads    [][]diffRead    // per reader
-	worstLag map[uint8]int64 // per policy, filled by check
+	fleet        *diffFleet      // the instances of a fleet workload (nil: one Shield, db)
+	reads        [][]diffRead    // per reader (chasers after the readers)
+	worstLag     map[uint8]int64 // per policy, filled by check
+	worstFeedLag int64           // of versions outside the Shield, filled by check
 
 	mu       sync.Mutex
 	found    []diffViolation // by the writers, as they go
@@ -459,29 +648,19 @@ func (c *diffClass) truth(o *diffObj) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sh := c.shapes[o.shape]
-	raw, err := scanInts(c.admin.QueryRowContext(ctx, sh.sql, sh.args(o.key)...), sh.cols)
+	raw, wrong, err := sh.run(ctx, c.admin, sh.query(o.key), o.key)
+	if err == nil && wrong != "" {
+		err = fmt.Errorf("%s: %s", sh.query(o.key), wrong)
+	}
 	if err != nil {
 		return 0, err
 	}
-	return sh.versions(o.key, raw)[o.col], nil
-}
-
-func scanInts(row *sql.Row, n int) ([]int64, error) {
-	vals := make([]int64, n)
-	dest := make([]any, n)
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	return vals, row.Scan(dest...)
+	return sh.versions(o.key, raw[:sh.cols])[o.col], nil
 }
 
 // readLoop is one reader: random shape, key and policy, until stop.
 func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now func() int64, stop *atomic.Bool, total *atomic.Int64) {
-	var (
-		vals [2]int64
-		dest = []any{&vals[0], &vals[1]}
-		out  = make([]diffRead, 0, 4096)
-	)
+	out := make([]diffRead, 0, 4096)
 	defer func() { c.reads[r] = out }()
 	db, inst := c.db, uint8(0)
 	if c.fleet != nil {
@@ -492,23 +671,70 @@ func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now fun
 	}
 	for !stop.Load() && ctx.Err() == nil {
 		si := rng.IntN(len(c.shapes))
-		sh := c.shapes[si]
-		k := rng.IntN(sh.keys)
-		pi := c.policies[rng.IntN(len(c.policies))]
-		qctx, query := diffPolicies[pi].apply(ctx, sh.sql)
-		start := now()
-		err := db.QueryRowContext(qctx, query, sh.args(k)...).Scan(dest[:sh.cols]...)
-		end := now()
-		switch {
-		case err == nil:
-			out = append(out, diffRead{start: start, end: end, shape: uint8(si), pol: pi, inst: inst, key: int32(k), raw: vals})
-			c.readOps.Add(1)
-			total.Add(1)
-		case errors.Is(err, sqlflight.ErrOverloaded):
-			c.shed.Add(1)
-		case ctx.Err() != nil:
-		default:
-			c.fail("read %q %v under %s: %v", query, sh.args(k), diffPolicies[pi].name, err)
+		var k int
+		if c.pick != nil {
+			k = c.pick(rng, si)
+		} else {
+			k = rng.IntN(c.shapes[si].keys)
+		}
+		c.readOne(ctx, db, inst, si, k, c.policy(rng, si), now, total, &out)
+	}
+}
+
+// readOne reads key k of shape si under policy pi through db and records
+// the read in out.
+func (c *diffClass) readOne(ctx context.Context, db *sql.DB, inst uint8, si, k int, pi uint8, now func() int64, total *atomic.Int64, out *[]diffRead) {
+	sh := c.shapes[si]
+	qctx, query := diffPolicies[pi].apply(ctx, sh.query(k))
+	start := now()
+	raw, wrong, err := sh.run(qctx, db, query, k)
+	end := now()
+	switch {
+	case err == nil:
+		c.readOps.Add(1)
+		total.Add(1)
+		if wrong != "" {
+			c.violation(vWrongRow, fmt.Sprintf("read of shape %q under policy %q, key %d, ran [%s, %s]: %q %v returned %s",
+				sh.name, diffPolicies[pi].name, k, ms(start), ms(end), query, sh.args(k), wrong))
+			return
+		}
+		*out = append(*out, diffRead{start: start, end: end, shape: uint8(si), pol: pi, inst: inst, key: int32(k), raw: raw})
+	case errors.Is(err, sqlflight.ErrOverloaded):
+		c.shed.Add(1)
+	case ctx.Err() != nil:
+	default:
+		c.fail("read %q %v under %s: %v", query, sh.args(k), diffPolicies[pi].name, err)
+	}
+}
+
+// diffKick asks a chaser to read key of shape at once.
+type diffKick struct {
+	shape uint8
+	key   int32
+}
+
+// kick asks a chaser to read key k of shape si now, unless all are busy.
+func (c *diffClass) kick(si, k int) {
+	select {
+	case c.kicks <- diffKick{shape: uint8(si), key: int32(k)}:
+	default:
+	}
+}
+
+// chaseLoop is one chaser: it reads what the writers kick, under a random
+// policy, as soon as it is kicked, until stop.
+func (c *diffClass) chaseLoop(ctx context.Context, r int, rng *rand.Rand, now func() int64, stop *atomic.Bool, total *atomic.Int64) {
+	out := make([]diffRead, 0, 4096)
+	defer func() { c.reads[r] = out }()
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	for !stop.Load() && ctx.Err() == nil {
+		idle.Reset(10 * time.Millisecond)
+		select {
+		case kk := <-c.kicks:
+			c.readOne(ctx, c.db, 0, int(kk.shape), int(kk.key), c.policy(rng, int(kk.shape)), now, total, &out)
+		case <-idle.C:
+		case <-ctx.Done():
 		}
 	}
 }
@@ -523,6 +749,7 @@ type diffWriter struct {
 	n    int
 	wdb  *sql.DB // the writer's handle: c.wdb, or its instance's in a fleet
 	inst uint8   // its instance in a fleet
+	out  bool    // the write under way is an outside client's (c.odb)
 	now  func() int64
 	stop *atomic.Bool
 	hi   map[int]int64 // cascade: the next child number per group
@@ -560,7 +787,7 @@ func (w *diffWriter) next(o *diffObj, got int64, via string) error {
 func (w *diffWriter) done(start int64, via string, objs ...*diffObj) {
 	ret := w.now()
 	for _, o := range objs {
-		o.commit(start, ret, via, w.inst)
+		o.commit(start, ret, via, w.inst, w.out)
 	}
 	w.c.writeOps.Add(1)
 }
@@ -589,7 +816,7 @@ func (w *diffWriter) failed(start int64, via string, err error, objs ...*diffObj
 			w.c.violation(vHistory, fmt.Sprintf("after %s the database holds version %d of %s, the history %d\n%s", via, truth, o.name, o.cur(), o.around(o.cur())))
 		}
 		for o.cur() < truth {
-			o.commit(start, ret, via+how, w.inst)
+			o.commit(start, ret, via+how, w.inst, w.out)
 		}
 	}
 }
@@ -638,15 +865,19 @@ func (w *diffWriter) tx(via string, commit bool, body func(*sql.Tx) error, objs 
 // the transaction's own write: want.
 func (w *diffWriter) txRead(tx *sql.Tx, si int, k int, col int, want int64, what string) error {
 	sh := w.c.shapes[si]
-	pol := &diffPolicies[w.c.policies[w.rng.IntN(len(w.c.policies))]]
-	ctx, query := pol.apply(w.ctx, sh.sql)
-	raw, err := scanInts(tx.QueryRowContext(ctx, query, sh.args(k)...), sh.cols)
+	pol := &diffPolicies[w.c.policy(w.rng, si)]
+	ctx, query := pol.apply(w.ctx, sh.query(k))
+	raw, wrong, err := sh.run(ctx, tx, query, k)
 	if err != nil {
 		return err
 	}
-	if got := sh.versions(k, raw)[col]; got != want {
+	if wrong != "" {
+		w.c.violation(vTxRead, fmt.Sprintf("inside a transaction that %s, %q %v under %s returned %s", what, query, sh.args(k), pol.name, wrong))
+		return nil
+	}
+	if got := sh.versions(k, raw[:sh.cols])[col]; got != want {
 		w.c.violation(vTxRead, fmt.Sprintf("inside a transaction that %s, %q %v under %s returned %v (version %d), want version %d",
-			what, query, sh.args(k), pol.name, raw, got, want))
+			what, query, sh.args(k), pol.name, raw[:sh.cols], got, want))
 	}
 	return nil
 }
