@@ -140,8 +140,9 @@ func statsString(s sqlflight.Stats) string {
 		reasons = append(reasons, fmt.Sprintf("%s=%d", k, v))
 	}
 	sort.Strings(reasons)
-	return fmt.Sprintf("queries=%d bypassed=%d [%s] flights=%d followers=%d origin=%d originErr=%d tooLarge=%d badAnn=%d waiting=%d inFlight=%d realConns=%d realOpened=%d",
+	return fmt.Sprintf("queries=%d bypassed=%d [%s] flights=%d followers=%d origin=%d originErr=%d batches=%d batched=%d batchLargest=%d batchAlone=%d tooLarge=%d badAnn=%d waiting=%d inFlight=%d realConns=%d realOpened=%d",
 		s.Queries, s.Bypassed, strings.Join(reasons, " "), s.Flights, s.Followers, s.OriginExecutions, s.OriginErrors,
+		s.Batches, s.BatchedReads, s.BatchLargest, s.BatchAlone,
 		s.TooLarge, s.BadAnnotations, s.Waiting, s.InFlight, s.RealConns, s.RealConnsOpened)
 }
 
