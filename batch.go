@@ -30,6 +30,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sqlflight/sqlflight/internal/batch"
 	fl "github.com/sqlflight/sqlflight/internal/flight"
@@ -118,17 +119,13 @@ func (s *engine) batchFor(rd *read) (*batch.Plan, string, string) {
 		return nil, "", ""
 	}
 	// The group: the scope, the partition, the text but its key's value,
-	// and the arguments but the key.
-	args := rd.args
-	if p.Param != 0 {
-		args = append([]driver.NamedValue(nil), args...)
-		args[p.Param-1].Value = nil
-	}
-	gb, ok := key.Append(make([]byte, 0, key.Size(rd.part, p.Group, args)), rd.c.sc.id, rd.part, p.Group, args)
+	// and the arguments but the key. (Its bytes are never written again:
+	// the string may alias them.)
+	gb, ok := key.AppendExcept(make([]byte, 0, key.Size(rd.part, p.Group, rd.args)), rd.c.sc.id, rd.part, p.Group, rd.args, p.Param-1)
 	if !ok {
 		return nil, "", ""
 	}
-	return p, k, string(gb)
+	return p, k, unsafe.String(unsafe.SliceData(gb), len(gb))
 }
 
 // batched runs own, the read of a caller who leads its key's flight f,

@@ -103,3 +103,34 @@ func TestBatchSmoke(t *testing.T) {
 	st := f.s.Stats()
 	t.Logf("origin %d batches %d batched %d largest %d alone %d flights %d", st.OriginExecutions, st.Batches, st.BatchedReads, st.BatchLargest, st.BatchAlone, st.Flights)
 }
+
+// TestBatchAloneAllocations: a miss of a batchable statement that finds
+// nothing of its statement in flight runs alone, at once; what asking its
+// batch group costs it is a few allocations (its group's key, the group: 3 when written),
+// measured against the same read under nobatch.
+func TestBatchAloneAllocations(t *testing.T) {
+	f := newBatchFixture(t, 100, Options{})
+	ctx := context.Background()
+	q := "SELECT id, v, n FROM " + f.table + " WHERE id = $1"
+	measure := func(q string) float64 {
+		var id, n int64
+		var v string
+		i := int64(0)
+		read := func() {
+			i = i%100 + 1
+			if err := f.db.QueryRowContext(ctx, q, i).Scan(&id, &v, &n); err != nil || id != i {
+				t.Fatalf("id %d: %d, %v", i, id, err)
+			}
+		}
+		read()
+		return testing.AllocsPerRun(200, read)
+	}
+	batched, alone := measure(q), measure("/* sqlflight: nobatch */ "+q)
+	t.Logf("a lone miss: %.1f allocations, %.1f under nobatch", batched, alone)
+	if st := f.s.Stats(); st.Batches != 0 {
+		t.Fatalf("%d batches of sequential reads", st.Batches)
+	}
+	if batched > alone+5 {
+		t.Fatalf("a lone miss of a batchable statement allocates %.1f times, %.1f under nobatch: want at most 5 more", batched, alone)
+	}
+}

@@ -156,6 +156,7 @@ func BenchmarkMissVsPassthrough(b *testing.B) {
 		{"ttl", "/* sqlflight: ttl=1h */ " + body, body},
 		{"coalesce", body, body},
 		{"coalesce-keyed", keyed, keyed},
+		{"coalesce-keyed-nobatch", "/* sqlflight: nobatch */ " + keyed, keyed}, // what batching costs a miss alone
 	} {
 		for _, ctxKind := range []string{"background", "cancel"} {
 			b.Run("policy="+pol.name+"/ctx="+ctxKind, func(b *testing.B) {

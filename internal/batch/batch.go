@@ -70,6 +70,7 @@ type Group struct {
 // A gate is one batch group: its statements in flight and the batches
 // that wait for their turn.
 type gate struct {
+	turn    Turn // the turn of a read that runs alone
 	key     string
 	running int
 	pending []*Batch
@@ -116,11 +117,12 @@ func (g *Group) Join(ctx context.Context, group, key string, v any) (*Turn, *Mem
 	gt := g.m[group]
 	if gt == nil {
 		gt = &gate{key: group}
+		gt.turn.g = gt
 		g.m[group] = gt
 	}
 	if gt.running == 0 && len(gt.pending) == 0 {
 		gt.running++
-		return &Turn{g: gt}, nil
+		return &gt.turn, nil
 	}
 	max := g.Max()
 	var b *Batch

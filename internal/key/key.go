@@ -89,6 +89,31 @@ func Append(b []byte, scope uint64, part Partition, normalized string, args []dr
 	return b, true
 }
 
+// AppendExcept is Append with the value of args[skip] encoded as nil:
+// the key of what the statements that differ only in that argument have
+// in common (a batch group's).
+func AppendExcept(b []byte, scope uint64, part Partition, normalized string, args []driver.NamedValue, skip int) ([]byte, bool) {
+	b = binary.BigEndian.AppendUint64(b, scope)
+	if b = appendPartition(b, part); len(b) > MaxBytes {
+		return b, false
+	}
+	b = appendStr(b, normalized)
+	b = binary.AppendUvarint(b, uint64(len(args)))
+	for i, a := range args {
+		b = binary.AppendUvarint(b, uint64(a.Ordinal))
+		b = appendStr(b, a.Name)
+		v := a.Value
+		if i == skip {
+			v = nil
+		}
+		var ok bool
+		if b, ok = AppendValue(b, v); !ok || len(b) > MaxBytes {
+			return b, false
+		}
+	}
+	return b, true
+}
+
 // Size is a good first capacity for a key: most keys then take one
 // allocation.
 func Size(part Partition, normalized string, args []driver.NamedValue) int {

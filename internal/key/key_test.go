@@ -157,3 +157,21 @@ func TestKeyPartitionsNeverCollide(t *testing.T) {
 		t.Error("a scope over the key limit was accepted")
 	}
 }
+
+func TestAppendExcept(t *testing.T) {
+	args := []driver.NamedValue{{Ordinal: 1, Value: int64(7)}, {Ordinal: 2, Value: "x"}}
+	nilled := []driver.NamedValue{{Ordinal: 1, Value: nil}, {Ordinal: 2, Value: "x"}}
+	part := key.Partition{Scope: "t", Set: true}
+	want, _ := key.Append(nil, 3, part, "q", nilled)
+	got, ok := key.AppendExcept(nil, 3, part, "q", args, 0)
+	if !ok || string(got) != string(want) {
+		t.Fatalf("AppendExcept differs from Append with the argument nil")
+	}
+	whole, _ := key.Append(nil, 3, part, "q", args)
+	if none, _ := key.AppendExcept(nil, 3, part, "q", args, -1); string(none) != string(whole) {
+		t.Fatal("skip -1 must encode every argument")
+	}
+	if args[0].Value != int64(7) {
+		t.Fatal("the arguments were changed")
+	}
+}
