@@ -38,6 +38,7 @@ func TestParseAnnotation(t *testing.T) {
 		"off":                 func(p annotation.Fields) bool { return p.Off },
 		"nocache":             func(p annotation.Fields) bool { return p.NoCache },
 		"nocoalesce":          func(p annotation.Fields) bool { return p.NoCoalesce },
+		"nobatch":             func(p annotation.Fields) bool { return p.NoBatch },
 		"  soft=1s\thard=2s ": func(p annotation.Fields) bool { return p.Soft == time.Second && p.Hard == 2*time.Second },
 	} {
 		a, err := annotation.Parse(text)
