@@ -32,9 +32,7 @@ func (d Describer) Attr(err error) slog.Attr {
 	if err == nil {
 		return slog.Attr{}
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		code := SQLState(pe.Code)
+	if code := sqlstateOf(err); code != "" {
 		return slog.Group("error", "sqlstate", code, "class", SQLStateClass(code))
 	}
 	args := []any{"type", Type(err)}
@@ -50,15 +48,37 @@ func (d Describer) Class(err error) string {
 	if err == nil {
 		return ""
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		code := SQLState(pe.Code)
+	if code := sqlstateOf(err); code != "" {
 		return "SQLSTATE " + code + " (" + SQLStateClass(code) + ")"
 	}
 	if what := d.What(err); what != "" {
 		return what
 	}
 	return "error of type " + Type(err)
+}
+
+// sqlstateOf returns the SQLSTATE of a PostgreSQL error of any driver:
+// pgx v5's *pgconn.PgError, an error with a SQLState method (pgx v4's,
+// lib/pq's), or one with a Field method of its protocol fields (bun's
+// pgdriver); "" for anything else, or a code that is not one.
+func sqlstateOf(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return SQLState(pe.Code)
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		if code := SQLState(st.SQLState()); code != "?????" {
+			return code
+		}
+	}
+	var fe interface{ Field(byte) string }
+	if errors.As(err, &fe) {
+		if code := SQLState(fe.Field('C')); code != "?????" {
+			return code
+		}
+	}
+	return ""
 }
 
 // Panic describes a recovered panic value: a runtime error by its

@@ -102,3 +102,38 @@ func TestSQLState(t *testing.T) {
 		t.Errorf("SQLStateClass of an unknown class = %q", got)
 	}
 }
+
+// libpqError has a SQLState method, as lib/pq's and pgx v4's errors do;
+// fieldError a Field method, as bun's pgdriver's does.
+type libpqError struct{ code string }
+
+func (e *libpqError) Error() string    { return "pq: invalid input syntax for type integer: \"" + secret + "\"" }
+func (e *libpqError) SQLState() string { return e.code }
+
+type fieldError struct{ code string }
+
+func (e fieldError) Error() string { return "ERROR: " + secret }
+func (e fieldError) Field(f byte) string {
+	if f == 'C' {
+		return e.code
+	}
+	return secret
+}
+
+// TestOtherDriversSQLState: the PostgreSQL errors of other drivers are
+// told by their SQLSTATE too, never by their text; an error whose method
+// gives no code is told by its type.
+func TestOtherDriversSQLState(t *testing.T) {
+	d := errtext.Describer{}
+	for _, err := range []error{&libpqError{"22P02"}, fmt.Errorf("wrapped: %w", fieldError{"22P02"})} {
+		if got := d.Class(err); got != "SQLSTATE 22P02 (data exception)" {
+			t.Errorf("%T: %q", err, got)
+		}
+		if a := d.Attr(err); !strings.Contains(a.String(), "22P02") || strings.Contains(a.String(), secret) {
+			t.Errorf("%T: %s", err, a)
+		}
+	}
+	if got := d.Class(&libpqError{""}); strings.Contains(got, secret) || !strings.Contains(got, "libpqError") {
+		t.Errorf("no code: %q", got)
+	}
+}
