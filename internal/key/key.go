@@ -72,26 +72,12 @@ func appendPartition(b []byte, p Partition) []byte {
 // (functions, channels, values nested too deep): such a statement must not
 // share.
 func Append(b []byte, scope uint64, part Partition, normalized string, args []driver.NamedValue) ([]byte, bool) {
-	b = binary.BigEndian.AppendUint64(b, scope)
-	if b = appendPartition(b, part); len(b) > MaxBytes {
-		return b, false
-	}
-	b = appendStr(b, normalized)
-	b = binary.AppendUvarint(b, uint64(len(args)))
-	for _, a := range args {
-		b = binary.AppendUvarint(b, uint64(a.Ordinal))
-		b = appendStr(b, a.Name)
-		var ok bool
-		if b, ok = AppendValue(b, a.Value); !ok || len(b) > MaxBytes {
-			return b, false
-		}
-	}
-	return b, true
+	return AppendExcept(b, scope, part, normalized, args, -1)
 }
 
-// AppendExcept is Append with the value of args[skip] encoded as nil:
-// the key of what the statements that differ only in that argument have
-// in common (a batch group's).
+// AppendExcept is Append with the value of args[skip] encoded as nil
+// (none for a skip out of range): the key of what the statements that
+// differ only in that argument have in common (a batch group's).
 func AppendExcept(b []byte, scope uint64, part Partition, normalized string, args []driver.NamedValue, skip int) ([]byte, bool) {
 	b = binary.BigEndian.AppendUint64(b, scope)
 	if b = appendPartition(b, part); len(b) > MaxBytes {
