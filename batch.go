@@ -58,6 +58,9 @@ type batchMember struct {
 	f  *fl.Flight[result, flightData]
 	rd *read
 	st *store
+	// refresh: a background refresh, which no caller waits for
+	// (refreshBatched).
+	refresh bool
 }
 
 // textBatch is what a scanned text keeps of its batch plan (r.Batch): the
@@ -178,6 +181,34 @@ func (s *engine) batched(ctx context.Context, f *flight, own *read, st *store, k
 	return newReplay(res), nil, true
 }
 
+// refreshBatched runs bg, the read of a background refresh whose flight is
+// f and whose slot is t, through its batch group: alone, at once, holding
+// the group's turn, or as a member of the pending batch, which fills its
+// entry. Nobody waits for a refresh, so it gives its slot back as it joins
+// a batch (the batch's statement takes one of its own): the stale hits of
+// many keys refresh them in one statement, not one each.
+func (s *engine) refreshBatched(f *flight, bg *read, st *store, t ticket, k, group string) {
+	turn, _ := s.batches.Join(context.Background(), group, k, &batchMember{f: f, rd: bg, st: st, refresh: true})
+	if turn != nil {
+		f.Data.turn = turn
+		s.launch(context.Background(), f, bg, st, &poolLink{sc: bg.c.sc, s: s}, t, false)
+		return
+	}
+	t.Exit(errNotRun)
+}
+
+// refreshAlone runs the origin of a background refresh a batch could not
+// answer, on a background slot; with none free, the refresh is dropped
+// (the stale entry serves on; a later hit tries again).
+func (s *engine) refreshAlone(bm *batchMember) {
+	t, ok := bm.rd.c.sc.guard.Background()
+	if !ok {
+		s.finish(bm.f, nil, errLeaderGone, nil)
+		return
+	}
+	s.launch(context.Background(), bm.f, bm.rd, bm.st, &poolLink{sc: bm.rd.c.sc, s: s}, t, false)
+}
+
 // runBatch runs b's statement and answers its members.
 func (s *engine) runBatch(b *batch.Batch) {
 	members := b.Members()
@@ -259,7 +290,11 @@ func (s *engine) runBatch(b *batch.Batch) {
 		bm := m.V.(*batchMember)
 		f, rd := bm.f, bm.rd
 		if i := b.Index(m.Key()); alone || (err == nil && over[i]) {
-			if s.batches.SendAlone(m) == batch.Left {
+			switch prev := s.batches.SendAlone(m); {
+			case prev == batch.Waiting && bm.refresh:
+				s.stats.batchAlone.Add(1)
+				s.refreshAlone(bm)
+			case prev == batch.Left:
 				s.tier.Release(rd.l2, &rd.lease)
 				s.finish(f, nil, errLeaderGone, nil) // its followers start over
 			}
@@ -270,6 +305,9 @@ func (s *engine) runBatch(b *batch.Batch) {
 		}
 		if err != nil {
 			s.tier.Release(rd.l2, &rd.lease)
+			if rd.plan.onFailure != nil {
+				rd.plan.onFailure(err) // a refresh's back-off
+			}
 			s.finish(f, nil, err, nil)
 			continue
 		}

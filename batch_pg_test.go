@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/sqlflight/sqlflight/internal/fakeclock"
 )
 
 // batchFixture is a table of n rows (id, v = 'v'||id, n = id*7) in the test
@@ -132,5 +133,62 @@ func TestBatchAloneAllocations(t *testing.T) {
 	}
 	if batched > alone+5 {
 		t.Fatalf("a lone miss of a batchable statement allocates %.1f times, %.1f under nobatch: want at most 5 more", batched, alone)
+	}
+}
+
+// TestBatchRefreshes: the stale hits of many keys start a background
+// refresh each; the first runs alone, and the others, which come while it
+// runs (here: it waits for a lock another session holds), refresh their
+// entries in one statement. Every entry is fresh again afterwards.
+func TestBatchRefreshes(t *testing.T) {
+	clock := fakeclock.New()
+	f := newBatchFixture(t, 100, Options{Clock: clock})
+	ctx := context.Background()
+	q := "/* sqlflight: soft=1s hard=1h jitter=0% beta=0 */ SELECT id, v, n FROM " + f.table + " WHERE id = $1"
+	const keys = 50
+	for id := 1; id <= keys; id++ {
+		if rows, err := f.read(ctx, q, id); err != nil || len(rows) != 1 {
+			t.Fatalf("id %d: %v %v", id, rows, err)
+		}
+	}
+	clock.Add(2 * time.Second) // every entry stale
+	lock, err := f.raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLE "+f.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	before := f.s.Stats()
+	for id := 1; id <= keys; id++ { // stale hits: served at once, each starts a refresh
+		if rows, err := f.read(ctx, q, id); err != nil || len(rows) != 1 {
+			t.Fatalf("id %d: %v %v", id, rows, err)
+		}
+	}
+	if st := f.s.Stats(); st.StaleHits-before.StaleHits != keys || st.Refreshes-before.Refreshes != keys {
+		t.Fatalf("%d stale hits, %d refreshes; want %d each", st.StaleHits-before.StaleHits, st.Refreshes-before.Refreshes, keys)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for f.s.Stats().Fills-before.Fills < keys {
+		time.Sleep(time.Millisecond)
+	}
+	st := f.s.Stats()
+	if execs := st.OriginExecutions - before.OriginExecutions; execs != 2 || st.Batches-before.Batches != 1 ||
+		st.BatchedReads-before.BatchedReads != keys-1 {
+		t.Fatalf("%d origin executions, %d batches answering %d refreshes; want 2, 1 answering %d",
+			execs, st.Batches-before.Batches, st.BatchedReads-before.BatchedReads, keys-1)
+	}
+	fresh := st.FreshHits
+	for id := 1; id <= keys; id++ {
+		rows, err := f.read(ctx, q, id)
+		if err != nil || len(rows) != 1 || rows[0] != [3]any{int64(id), fmt.Sprintf("v%d", id), int64(id * 7)} {
+			t.Fatalf("id %d after its refresh: %v %v", id, rows, err)
+		}
+	}
+	if got := f.s.Stats().FreshHits - fresh; got != keys {
+		t.Fatalf("%d fresh hits after the refreshes, want %d", got, keys)
 	}
 }

@@ -452,6 +452,12 @@ func (s *engine) refresh(st *store, rd *read, e *entry, now time.Time) {
 		s.warned.Warn(s.log, "refresh", shape, "sqlflight: background refresh failed; serving the stale result",
 			errText.Attr(err), "retry_in", wait, "fingerprint", key.Fingerprint(shape), "name", name)
 	}
+	if s.tier == nil { // with a tier, the origin looks for another instance's refresh first
+		if p, k, group := s.batchFor(&bg); p != nil {
+			s.refreshBatched(f, &bg, st, t, k, group)
+			return
+		}
+	}
 	s.launch(context.Background(), f, &bg, st, &poolLink{sc: rd.c.sc, s: s}, t, false)
 }
 

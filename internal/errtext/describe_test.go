@@ -107,7 +107,9 @@ func TestSQLState(t *testing.T) {
 // fieldError a Field method, as bun's pgdriver's does.
 type libpqError struct{ code string }
 
-func (e *libpqError) Error() string    { return "pq: invalid input syntax for type integer: \"" + secret + "\"" }
+func (e *libpqError) Error() string {
+	return "pq: invalid input syntax for type integer: \"" + secret + "\""
+}
 func (e *libpqError) SQLState() string { return e.code }
 
 type fieldError struct{ code string }
