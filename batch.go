@@ -227,9 +227,15 @@ func (s *engine) runBatch(b *batch.Batch) {
 		i := b.Index(m.Key())
 		lims[i].Rows, lims[i].Bytes = min(lims[i].Rows, l.Rows), min(lims[i].Bytes, l.Bytes)
 	}
-	timeout := first.plan.pol.Timeout
-	if timeout <= 0 {
-		timeout = s.opts.OriginTimeout
+	// The longest of the members' budgets: none fails sooner than its own
+	// would have.
+	var timeout time.Duration
+	for _, m := range members {
+		t := m.V.(*batchMember).rd.plan.pol.Timeout
+		if t <= 0 {
+			t = s.opts.OriginTimeout
+		}
+		timeout = max(timeout, t)
 	}
 	ctx := b.Context()
 	timer := startTimeout(timeout, b.Cancel)
