@@ -27,8 +27,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -64,12 +64,10 @@ type batchMember struct {
 }
 
 // textBatch is what a scanned text keeps of its batch plan (r.Batch): the
-// plan made under the verdict v; broken once the server refused its batched
-// text.
+// plan made under the verdict v.
 type textBatch struct {
-	v      *verdict
-	p      *batch.Plan
-	broken *atomic.Bool
+	v *verdict
+	p *batch.Plan
 }
 
 // batchPlan returns the batch plan of r under v, its shape's verdict,
@@ -89,7 +87,7 @@ func (sc *scope) batchPlan(v *verdict, r *sqlscan.Result) textBatch {
 		p = batch.NewPlan(r, batch.Shape{Table: v.Rows.Table, Class: v.Rows.Class, Params: v.Params, Builtin: builtin},
 			sc.verdicts.NonStandard())
 	}
-	tb := textBatch{v: v, p: p, broken: new(atomic.Bool)}
+	tb := textBatch{v: v, p: p}
 	r.Batch.Store(tb)
 	return tb
 }
@@ -109,12 +107,16 @@ func (s *engine) initBatches() {
 // does not batch.
 func (s *engine) batchFor(rd *read) (*batch.Plan, string, string) {
 	v := rd.v
-	if s.opts.NoBatch || rd.plan.pol.NoBatch || v == nil || !rd.known || len(rd.tables) != 1 {
+	// A read of a session changed under its context's scope (bound) runs on
+	// that session: a batch runs on a spare connection, which is not one.
+	if s.opts.NoBatch || rd.plan.pol.NoBatch || rd.bound || v == nil || !rd.known || len(rd.tables) != 1 {
 		return nil, "", ""
 	}
-	tb := rd.c.sc.batchPlan(v, rd.r)
-	p := tb.p
-	if p.Why != "" || tb.broken.Load() {
+	p := rd.c.sc.batchPlan(v, rd.r).p
+	if p.Why != "" {
+		return nil, "", ""
+	}
+	if _, refused := rd.c.sc.batchRefused.Load(v); refused {
 		return nil, "", ""
 	}
 	k, ok := p.KeyOf(rd.args)
@@ -245,12 +247,41 @@ func (s *engine) runBatch(b *batch.Batch) {
 	var (
 		results []*result
 		over    []bool
+		err     error
+		ran     bool // the statement was sent: its error may be a value's, or the batch's
+		normal  bool
+		l       = &poolLink{sc: first.c.sc, s: s}
+		t       ticket
 	)
-	sc := first.c.sc
-	ran := false // the statement was sent: its error may be a value's, or the batch's
-	t, err := sc.guard.Enter(ctx)
+	// A panic or runtime.Goexit in the statement's path fails every member
+	// with ErrOriginPanicked, as an origin's does its flight's callers, and
+	// leaves nothing behind: the connection (closed), the slot, the group's
+	// turn.
+	defer func() {
+		if !normal {
+			r := recover()
+			if r == nil {
+				err = fmt.Errorf("%w: runtime.Goexit in a batch's path", ErrOriginPanicked)
+			} else {
+				err = wrapf("%w: %v", ErrOriginPanicked, r)
+			}
+			s.stats.panics.Add(1)
+			s.log.Error("sqlflight: a batch of many keys panicked", errText.Panic(r))
+			results, over, ran = nil, nil, false
+		}
+		broken := !normal || errors.Is(err, driver.ErrBadConn)
+		l.release(broken)
+		t.Exit(batchOutcome(err))
+		timer.stop()
+		b.Cancel(nil)
+		s.stats.inFlight.Add(-1)
+		took := time.Since(start)
+		s.stats.originDuration.Observe(took)
+		s.batches.Done(b.Turn()) // the group's next batch may start
+		s.answerBatch(b, members, results, over, err, ran, took)
+	}()
+	t, err = first.c.sc.guard.Enter(ctx)
 	if err == nil {
-		l := &poolLink{sc: sc, s: s}
 		var rc driver.Conn
 		if rc, err = l.conn(ctx); err == nil {
 			s.stats.originExecs.Add(1)
@@ -269,22 +300,24 @@ func (s *engine) runBatch(b *batch.Batch) {
 		if err != nil && context.Cause(ctx) == ErrOriginTimeout {
 			err = wrapf("%w (%w): %w", ErrOriginTimeout, context.DeadlineExceeded, err)
 		}
-		l.release(errors.Is(err, driver.ErrBadConn))
-		t.Exit(batchOutcome(err))
 	}
-	timer.stop()
-	b.Cancel(nil)
-	s.stats.inFlight.Add(-1)
-	took := time.Since(start)
-	s.stats.originDuration.Observe(took)
-	s.batches.Done(b.Turn()) // the group's next batch may start
+	normal = true
+}
 
+// answerBatch answers the members of b, whose statement gave results
+// (over: a key's result went over its limits) or err (ran: the statement
+// was sent) after took.
+func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []*result, over []bool, err error, ran bool, took time.Duration) {
+	first := members[0].V.(*batchMember).rd
 	alone, refused := false, false
-	if err != nil && ran {
+	switch {
+	case err != nil && ran:
 		alone, refused = batchFailure(err)
+	case err != nil:
+		alone = errors.Is(err, driver.ErrBadConn) // the spare's: each member alone uses its own
 	}
 	if refused {
-		tb.broken.Store(true)
+		first.c.sc.batchRefused.Store(first.v, true)
 		s.warned.Warn(s.log, "batch", first.r.ShapeKey, "sqlflight: a batch of many keys failed; the statement runs one key at a time from now on",
 			errText.Attr(err), "fingerprint", key.Fingerprint(first.r.ShapeKey))
 	}
@@ -350,11 +383,11 @@ func (s *engine) runBatch(b *batch.Batch) {
 // members: each runs alone (where it gets its own answer) when the batch
 // failed on a value (SQLSTATE class 22), when the server or the driver
 // would not run it as written (class 42, no Queryer, rows whose keys are
-// not the batch's: refused, the text batches no more), or when the error is
-// neither the database's (another SQLSTATE) nor one that any statement on
-// that connection would have got (a broken connection, the origin's
-// timeout, its cancellation); otherwise it is every member's, as a flight's
-// error is every caller's.
+// not the batch's: refused, the statement batches no more), or when the
+// error is neither the database's (another SQLSTATE) nor the origin's
+// timeout or cancellation (a broken connection is a spare's, no member's:
+// database/sql would take driver.ErrBadConn for the member's own);
+// otherwise it is every member's, as a flight's error is every caller's.
 func batchFailure(err error) (alone, refused bool) {
 	if err == driver.ErrSkip || errors.Is(err, resultset.ErrSplit) {
 		return true, true
@@ -369,8 +402,8 @@ func batchFailure(err error) (alone, refused bool) {
 		return false, false
 	}
 	switch {
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, ErrOriginTimeout), errors.Is(err, context.Canceled),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errAbandoned):
+	case errors.Is(err, ErrOriginTimeout), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, errAbandoned):
 		return false, false
 	}
 	return true, false

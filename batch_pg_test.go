@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +194,247 @@ func TestBatchRefreshes(t *testing.T) {
 	}
 	if got := f.s.Stats().FreshHits - fresh; got != keys {
 		t.Fatalf("%d fresh hits after the refreshes, want %d", got, keys)
+	}
+}
+
+// faultyParent is pgx's stdlib driver whose connections fail a batched
+// statement of the table named by fault.table as fault.how says: "panic",
+// "goexit" or "badconn".
+type faultyParent struct{ fault *batchFault }
+
+type batchFault struct {
+	table string
+	how   atomic.Value // string
+}
+
+func (d faultyParent) Open(name string) (driver.Conn, error) {
+	c, err := stdlib.GetDefaultDriver().Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyConn{Conn: c.(*stdlib.Conn), fault: d.fault}, nil
+}
+
+type faultyConn struct {
+	*stdlib.Conn
+	fault *batchFault
+}
+
+func (c *faultyConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if how, _ := c.fault.how.Load().(string); strings.Contains(q, "= ANY($") && strings.Contains(q, c.fault.table) {
+		switch how {
+		case "panic":
+			panic("the parent panicked")
+		case "goexit":
+			runtime.Goexit()
+		case "badconn":
+			return nil, driver.ErrBadConn
+		}
+	}
+	return c.Conn.QueryContext(ctx, q, args)
+}
+
+// gatherBehindLock runs first, then, once its statement waits for the
+// lock on table held by another session, rest(i) for i < n, each on a
+// goroutine of its own; it releases the lock once pending reads wait in
+// s's batches, and waits for every read.
+func gatherBehindLock(t *testing.T, raw *sql.DB, s *Shield, table string, pending int64, first func(), rest func(i int), n int) {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(first)
+	for {
+		var waiting int
+		if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, table).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range n {
+		wg.Go(func() { rest(i) })
+	}
+	for s.Stats().BatchPending < pending {
+		time.Sleep(time.Millisecond)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// TestBatchFaults: a batch whose statement panics, calls runtime.Goexit or
+// breaks its (spare) connection leaves nothing behind. A panic or a Goexit
+// fails every member with ErrOriginPanicked, as it fails an origin's
+// callers, and the next reads of the statement run (the group's turn came
+// back); a broken connection sends each member to run alone on its own
+// connection (driver.ErrBadConn would make database/sql throw the member's
+// healthy connection away, and close a sql.Conn).
+func TestBatchFaults(t *testing.T) {
+	for _, how := range []string{"panic", "goexit", "badconn"} {
+		t.Run(how, func(t *testing.T) {
+			dsn := postgresDSN(t)
+			raw, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			table := fmt.Sprintf("batchfault_%d", time.Now().UnixNano())
+			if _, err := raw.Exec("CREATE TABLE " + table + " (id int PRIMARY KEY, v text)"); err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Exec("DROP TABLE " + table)
+			if _, err := raw.Exec("INSERT INTO " + table + " SELECT i, 'v'||i FROM generate_series(1, 50) i"); err != nil {
+				t.Fatal(err)
+			}
+			fault := &batchFault{table: table}
+			s := New(Options{})
+			defer s.Close()
+			name := "sqlflight-fault-" + table
+			sql.Register(name, s.Wrap(faultyParent{fault}))
+			db, err := sql.Open(name, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			q := "SELECT v FROM " + table + " WHERE id = $1"
+			var v string
+			if err := db.QueryRowContext(ctx, q, 1).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			fault.how.Store(how)
+			const members = 3
+			conns := make([]*sql.Conn, members)
+			for i := range conns {
+				if conns[i], err = db.Conn(ctx); err != nil {
+					t.Fatal(err)
+				}
+				defer conns[i].Close()
+			}
+			errs := make([]error, members)
+			vals := make([]string, members)
+			gatherBehindLock(t, raw, s, table, members, func() {
+				var v string
+				if err := db.QueryRowContext(ctx, q, 1).Scan(&v); err != nil {
+					t.Errorf("the read alone: %v", err)
+				}
+			}, func(i int) { errs[i] = conns[i].QueryRowContext(ctx, q, 10+i).Scan(&vals[i]) }, members)
+			for i, err := range errs {
+				switch how {
+				case "badconn":
+					if err != nil || vals[i] != fmt.Sprintf("v%d", 10+i) {
+						t.Errorf("member %d: %q, %v; want its row, read alone", i, vals[i], err)
+					}
+				default:
+					if !errors.Is(err, ErrOriginPanicked) {
+						t.Errorf("member %d: %v, want ErrOriginPanicked", i, err)
+					}
+				}
+				// The member's own connection is still good.
+				if err := conns[i].QueryRowContext(ctx, "SELECT 'x'").Scan(&v); err != nil {
+					t.Errorf("member %d's connection afterwards: %v", i, err)
+				}
+			}
+			fault.how.Store("")
+			if err := db.QueryRowContext(ctx, q, 20).Scan(&v); err != nil || v != "v20" {
+				t.Fatalf("a later read of the statement: %q, %v", v, err)
+			}
+			if st := s.Stats(); st.BatchPending != 0 || st.InFlight != 0 {
+				t.Fatalf("left behind: %d pending, %d in flight", st.BatchPending, st.InFlight)
+			}
+		})
+	}
+}
+
+// TestBatchScopedSessions: reads on sessions changed under a context's
+// scope (SET search_path) never batch: a batch runs on a spare connection,
+// which is not such a session, and would read another schema's table.
+func TestBatchScopedSessions(t *testing.T) {
+	f := newBatchFixture(t, 50, Options{})
+	ctx := WithScope(context.Background(), "tenant")
+	schema := f.table + "_s"
+	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE TABLE " + schema + "." + f.table + " (id int PRIMARY KEY, v text, n int)",
+		"INSERT INTO " + schema + "." + f.table + " SELECT i, 'tenant'||i, i FROM generate_series(1, 50) i"} {
+		if _, err := f.raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer f.raw.Exec("DROP SCHEMA " + schema + " CASCADE")
+	const members = 5
+	conns := make([]*sql.Conn, members+1)
+	for i := range conns {
+		var err error
+		if conns[i], err = f.db.Conn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+		if _, err := conns[i].ExecContext(ctx, "SET search_path = "+schema+", public"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := "/* sqlflight: ttl=1m */ SELECT v FROM " + f.table + " WHERE id = $1"
+	read := func(c *sql.Conn, id int) error {
+		var v string
+		if err := c.QueryRowContext(ctx, q, id).Scan(&v); err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("tenant%d", id); v != want {
+			return fmt.Errorf("id %d: %q, want %q (the session's schema)", id, v, want)
+		}
+		return nil
+	}
+	if err := read(conns[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, members)
+	// Nothing gathers: each read waits for the lock itself.
+	lock, err := f.raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec("LOCK TABLE " + schema + "." + f.table + " IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() { errs[i] = read(conns[i+1], 10+i) })
+	}
+	for waiting := 0; waiting < members; {
+		if err := f.raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, f.table).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if p := f.s.Stats().BatchPending; p > 0 {
+			t.Errorf("%d reads of scoped sessions wait in a batch", p)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_ = lock.Rollback()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range members { // and what was cached is the session's
+		if err := read(conns[0], 10+i); err != nil {
+			t.Error(err)
+		}
+	}
+	if st := f.s.Stats(); st.Batches != 0 || st.BatchPending != 0 {
+		t.Fatalf("%d batches of reads on scoped sessions", st.Batches)
 	}
 }

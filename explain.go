@@ -276,10 +276,10 @@ func (s *engine) explainBatch(c *conn, f *fate) (col, why string) {
 		return "", "reads more than one table"
 	}
 	tb := c.sc.batchPlan(v, f.r)
-	switch {
-	case tb.p.Why != "":
+	if tb.p.Why != "" {
 		return "", tb.p.Why
-	case tb.broken.Load():
+	}
+	if _, refused := c.sc.batchRefused.Load(v); refused {
 		return "", "the server refused its batched form"
 	}
 	return tb.p.Col, ""

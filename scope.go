@@ -34,6 +34,10 @@ type scope struct {
 	labelFinal atomic.Bool
 	// guard is the scope's own semaphore and circuit breaker (breaker.go).
 	guard guard.Scope
+	// batchRefused holds the verdicts (statement shapes, each under one
+	// schema generation) whose batched form the server or the driver
+	// refused: their reads run one key at a time (batch.go).
+	batchRefused sync.Map
 
 	// Who the scope's connections are (identity.go). fleetBase names the
 	// scope across the fleet before any server spoke: its resolved DSN, or

@@ -372,7 +372,7 @@ type Stats struct {
 	Invalidations    uint64 // write events that bumped table epochs
 
 	// Batches of many keys (Options.BatchMaxKeys): Batches counts the
-	// statements that answered the reads of several keys at once,
+	// batches' statements that answered reads (BatchSizes tells how many),
 	// BatchedReads the reads (flights: one per key and arrival) they
 	// answered, BatchSaved the statements they saved (BatchedReads -
 	// Batches), BatchLargest the most reads one answered, and BatchAlone
