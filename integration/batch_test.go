@@ -1514,13 +1514,16 @@ func TestBatchMaxKeys(t *testing.T) {
 
 // TestBatchRefusedFormRunsAlone: when the server refuses the batched
 // text itself (SQLSTATE class 42: here the key column appended to the
-// select list makes ORDER BY id, an alias of n, ambiguous), every member
+// select list as "sqlflight.key" makes an ORDER BY of an output column of
+// that name ambiguous), every member
 // runs alone and gets its rows, and the statement batches no more:
 // ExplainDB says why, and the next reads that miss together each run
 // their own statement at once.
 func TestBatchRefusedFormRunsAlone(t *testing.T) {
 	forEachBatchParent(t, nil, func(t *testing.T, bx *batchEnv) {
-		q := fmt.Sprintf(`SELECT n AS id, v, n FROM %s WHERE id = $1 ORDER BY id`, bx.table)
+		// The batched form appends the key as "sqlflight.key": an ORDER BY of
+		// an output column of that very name is ambiguous there (42702).
+		q := fmt.Sprintf(`SELECT n AS "sqlflight.key", v, n FROM %s WHERE id = $1 ORDER BY "sqlflight.key"`, bx.table)
 		bx.warm(q, "id", int64(41))
 		want := func(id int64) []batchRow { return []batchRow{{ID: id * 7, V: fmt.Sprintf("v%d", id), N: id * 7}} }
 		base, before := bx.sh.Stats(), bx.statements()

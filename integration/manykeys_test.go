@@ -74,6 +74,11 @@ func TestManyKeysOtherDrivers(t *testing.T) {
 		"parameter": func(id int) (string, []any) {
 			return fmt.Sprintf(`SELECT id, v FROM %s WHERE id = $1`, table), []any{id}
 		},
+		// An ORDER BY of an output column's name means what it meant: the
+		// key appended to the select list has a name of its own.
+		"ordered": func(id int) (string, []any) {
+			return fmt.Sprintf(`SELECT id, v FROM %s WHERE id = $1 ORDER BY id, v`, table), []any{id}
+		},
 		"inlined": func(id int) (string, []any) {
 			return fmt.Sprintf(`SELECT "t"."id", "t"."v" FROM %s AS "t" WHERE ("t"."id" = %d)`, table, id), nil
 		},

@@ -161,7 +161,7 @@ func plan(t *testing.T, sql string, class map[string]verdict.ColClass, params ..
 func TestPlanKeys(t *testing.T) {
 	ints := map[string]verdict.ColClass{"id": verdict.ClassInt, "s": verdict.ClassText, "u": verdict.ClassUUID}
 	p := plan(t, "SELECT id, v FROM t WHERE id = $1", ints, 23)
-	if p.Why != "" || p.Col != "id" || p.Param != 1 || p.SQL != "SELECT id, v, id FROM t WHERE id = ANY($1::int4[])" {
+	if p.Why != "" || p.Col != "id" || p.Param != 1 || p.SQL != "SELECT id, v, id AS \"sqlflight.key\" FROM t WHERE id = ANY($1::int4[])" {
 		t.Fatalf("%+v", p)
 	}
 	arg := func(v any) []driver.NamedValue { return []driver.NamedValue{{Ordinal: 1, Value: v}} }
@@ -211,7 +211,7 @@ func TestPlanKeys(t *testing.T) {
 	}
 	lit = plan(t, `SELECT "t"."id" FROM "t" WHERE "t"."s" = $1 AND ("t"."id" = 42)`, ints, 25)
 	if lit.Why != "" || lit.Col != "id" || lit.Param != 0 || lit.Lit != "42" || lit.Array != 2 ||
-		lit.SQL != `SELECT "t"."id", "t"."id" FROM "t" WHERE "t"."s" = $1 AND ("t"."id" = ANY($2::int8[]))` {
+		lit.SQL != `SELECT "t"."id", "t"."id" AS "sqlflight.key" FROM "t" WHERE "t"."s" = $1 AND ("t"."id" = ANY($2::int8[]))` {
 		t.Fatalf("%+v", lit)
 	}
 	if k, ok := lit.KeyOf(arg("x")); !ok || k != "42" {

@@ -144,8 +144,10 @@ func (p *filterParser) paramNumber(i int) int {
 
 // Rewrite returns sql (the text the form was made from) reading the rows of
 // many values of the key k at once: its condition becomes col = ANY($param
-// cast to typ's array), and the column is appended to the select list,
-// where the caller finds each row's key.
+// cast to typ's array), and the column is appended to the select list
+// under a name of its own ("sqlflight.key", so that an ORDER BY of an
+// output column's name means what it meant), where the caller finds each
+// row's key.
 func (f *BatchForm) Rewrite(sql string, k BatchKey, param int, typ string) string {
 	col := sql[k.Col[0]:k.Col[1]]
 	var b strings.Builder
@@ -153,7 +155,7 @@ func (f *BatchForm) Rewrite(sql string, k BatchKey, param int, typ string) strin
 	b.WriteString(strings.TrimRight(sql[:f.From], " "))
 	b.WriteString(", ")
 	b.WriteString(col)
-	b.WriteByte(' ')
+	b.WriteString(` AS "sqlflight.key" `) // an output name of its own: ORDER BY id stays unambiguous
 	b.WriteString(sql[f.From:k.Cond[0]])
 	b.WriteString(col)
 	b.WriteString(" = ANY($")
