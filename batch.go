@@ -45,6 +45,10 @@ import (
 // (Options.BatchMaxKeys).
 const DefaultBatchMaxKeys = 256
 
+// DefaultBatchMaxWait is how long a batch waits at most for the statement
+// in flight by default (Options.BatchMaxWait).
+const DefaultBatchMaxWait = 10 * time.Millisecond
+
 // batchGroup is the Shield's batch groups (internal/batch); what it keeps
 // with a member is a *batchMember.
 type batchGroup = batch.Group
@@ -100,6 +104,12 @@ func (s *engine) initBatches() {
 		return DefaultBatchMaxKeys
 	}
 	s.batches.Start = func(b *batch.Batch) { go s.runBatch(b) }
+	s.batches.MaxWait = func() time.Duration {
+		if d := s.opts.BatchMaxWait; d != 0 {
+			return d
+		}
+		return DefaultBatchMaxWait
+	}
 }
 
 // batchFor returns the batch plan of rd, a read about to lead its key's

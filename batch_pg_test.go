@@ -146,7 +146,7 @@ func TestBatchAloneAllocations(t *testing.T) {
 // entries in one statement. Every entry is fresh again afterwards.
 func TestBatchRefreshes(t *testing.T) {
 	clock := fakeclock.New()
-	f := newBatchFixture(t, 100, Options{Clock: clock})
+	f := newBatchFixture(t, 100, Options{Clock: clock, BatchMaxWait: -1})
 	ctx := context.Background()
 	q := "/* sqlflight: soft=1s hard=1h jitter=0% beta=0 */ SELECT id, v, n FROM " + f.table + " WHERE id = $1"
 	const keys = 50
@@ -299,7 +299,7 @@ func TestBatchFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			fault := &batchFault{table: table}
-			s := New(Options{})
+			s := New(Options{BatchMaxWait: -1})
 			defer s.Close()
 			name := "sqlflight-fault-" + table
 			sql.Register(name, s.Wrap(faultyParent{fault}))
@@ -436,5 +436,67 @@ func TestBatchScopedSessions(t *testing.T) {
 	}
 	if st := f.s.Stats(); st.Batches != 0 || st.BatchPending != 0 {
 		t.Fatalf("%d batches of reads on scoped sessions", st.Batches)
+	}
+}
+
+// TestBatchMaxWait: a batch waits for the statement in flight at most
+// BatchMaxWait, then starts beside it: a read of one key that runs long
+// (here: it waits for a lock) holds up the others' by no more. (No time
+// is measured: the test sees the batch reach the server while the first
+// read still waits there.)
+func TestBatchMaxWait(t *testing.T) {
+	f := newBatchFixture(t, 50, Options{BatchMaxWait: time.Millisecond})
+	ctx := context.Background()
+	q := "SELECT id, v, n FROM " + f.table + " WHERE id = $1"
+	if _, err := f.read(ctx, q, 1); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := f.raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLE "+f.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(want int) {
+		t.Helper()
+		for {
+			var n int
+			if err := f.raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+				AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, f.table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n >= want {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	wg.Go(func() { _, errs[0] = f.read(ctx, q, 1) })
+	waiting(1)
+	for i := 1; i < 4; i++ {
+		wg.Go(func() {
+			rows, err := f.read(ctx, q, 10+i)
+			if err == nil && (len(rows) != 1 || rows[0][0] != int64(10+i)) {
+				err = fmt.Errorf("id %d: %v", 10+i, rows)
+			}
+			errs[i] = err
+		})
+	}
+	waiting(2) // the batch, beside the first read, both behind the lock
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if st := f.s.Stats(); st.Batches < 1 || st.BatchPending != 0 {
+		t.Fatalf("%d batches, %d pending", st.Batches, st.BatchPending)
 	}
 }

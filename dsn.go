@@ -37,6 +37,8 @@ func applyDSN(o *Options, params map[string]string) error {
 			o.MaxResultRows, err = dsnparam.PositiveInt(v)
 		case "max_conns":
 			o.MaxConns, err = dsnparam.PositiveInt(v)
+		case "batch_max_wait":
+			o.BatchMaxWait, err = time.ParseDuration(v)
 		case "batch_max_keys":
 			o.BatchMaxKeys, err = dsnparam.PositiveInt(v)
 		case "no_batch":

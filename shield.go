@@ -120,9 +120,13 @@ type Options struct {
 	// every key (WHERE id = ANY(…)); each caller gets its own rows, and
 	// each key is cached and invalidated as its own entry (see
 	// docs/batching.md). BatchMaxKeys bounds the keys of one batch (zero:
-	// DefaultBatchMaxKeys); NoBatch turns batching off, as the nobatch
-	// annotation does for one statement.
+	// DefaultBatchMaxKeys). BatchMaxWait bounds how long a batch waits for
+	// the statement in flight before it starts beside it (zero:
+	// DefaultBatchMaxWait; negative: as long as that statement runs), so
+	// that a slow read of one key holds the others up by no more. NoBatch
+	// turns batching off, as the nobatch annotation does for one statement.
 	BatchMaxKeys int
+	BatchMaxWait time.Duration
 	NoBatch      bool
 
 	// Each scope has a circuit breaker of its own, so that one database's

@@ -92,6 +92,7 @@ func forEachBatchParent(t *testing.T, opts []sqlflight.Option, f func(t *testing
 // holds -3), s = 's'||id and u = md5(id::text)::uuid.
 func newBatchEnv(t *testing.T, admin *sql.DB, dsn string, p batchParent, opts ...sqlflight.Option) *batchEnv {
 	t.Helper()
+	opts = holdBatches(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	bx := &batchEnv{t: t, ctx: ctx, admin: admin, table: "batch_" + uniqueID(t)}
@@ -1767,4 +1768,25 @@ func TestBatchExplain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdBatches makes the Shield's batches wait for the statement in flight
+// however long it runs (Options.BatchMaxWait < 0): the tests hold that
+// statement behind a lock for as long as they need.
+func holdBatches(opts []sqlflight.Option) []sqlflight.Option {
+	out := make([]sqlflight.Option, 0, len(opts)+1)
+	found := false
+	for _, o := range opts {
+		if so, ok := o.(sqlflight.Options); ok {
+			if so.BatchMaxWait == 0 {
+				so.BatchMaxWait = -1
+			}
+			o, found = so, true
+		}
+		out = append(out, o)
+	}
+	if !found {
+		out = append([]sqlflight.Option{sqlflight.Options{BatchMaxWait: -1}}, out...)
+	}
+	return out
 }

@@ -89,9 +89,9 @@ func TestManyKeysOtherDrivers(t *testing.T) {
 				var db *sql.DB
 				var sh *sqlflight.Shield
 				if parent == "pgx" {
-					db, sh = openFlight(t, dsn)
+					db, sh = openFlight(t, dsn, holdBatches(nil)...)
 				} else {
-					db, sh = openParent(t, parent, dsn)
+					db, sh = openParent(t, parent, dsn, holdBatches(nil)...)
 				}
 				ctx := testContext(t, time.Minute)
 				read := func(id int) error {

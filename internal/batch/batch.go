@@ -15,7 +15,9 @@
 // pending batch that still has a member takes the turn and starts (the
 // Group's Start runs it, on a goroutine of its own); a batch that reaches
 // Max distinct keys starts at once, beside what is in flight, if it is the
-// first pending. A batch that started takes no member any more: every one
+// first pending, and so does one that waited MaxWait (a timer of the time
+// package, made only for a batch: never on the path of a read that found
+// nothing in flight). A batch that started takes no member any more: every one
 // of its members' calls began before it started.
 //
 // # Members
@@ -38,9 +40,11 @@ package batch
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // State is where a member of a batch is.
@@ -62,6 +66,12 @@ type Group struct {
 	// Start runs a batch that took its turn; it is called under the
 	// group's lock and must not block (it starts a goroutine).
 	Start func(*Batch)
+	// MaxWait returns how long a pending batch waits for its turn at most:
+	// past it, it starts beside the statements in flight, so that a slow
+	// statement of the group (a key of many rows) holds the others up by
+	// no more. Zero or less: as long as the statement in flight runs. Nil:
+	// zero.
+	MaxWait func() time.Duration
 
 	mu sync.Mutex
 	m  map[string]*gate
@@ -91,6 +101,7 @@ type Batch struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	live   atomic.Int32
+	timer  *time.Timer // MaxWait's, while it is pending
 }
 
 // A Member is one read of a batch.
@@ -131,6 +142,11 @@ func (g *Group) Join(ctx context.Context, group, key string, v any) (*Turn, *Mem
 	} else {
 		b = &Batch{turn: Turn{g: gt}, keys: map[string]int{}, ctx: context.WithoutCancel(ctx)}
 		gt.pending = append(gt.pending, b)
+		if g.MaxWait != nil {
+			if d := g.MaxWait(); d > 0 {
+				b.timer = time.AfterFunc(d, func() { g.expire(b) })
+			}
+		}
 	}
 	if _, ok := b.keys[key]; !ok {
 		b.keys[key] = len(b.order)
@@ -146,8 +162,30 @@ func (g *Group) Join(ctx context.Context, group, key string, v any) (*Turn, *Mem
 	return nil, m
 }
 
+// expire starts b, pending past MaxWait, beside what is in flight.
+func (g *Group) expire(b *Batch) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gt := b.turn.g
+	i := slices.Index(gt.pending, b)
+	if b.started || i < 0 {
+		return
+	}
+	gt.pending = slices.Delete(gt.pending, i, i+1)
+	for _, m := range b.members {
+		if m.state == Waiting {
+			gt.running++
+			g.start(b)
+			return
+		}
+	}
+}
+
 // start seals b and hands it to Start; g.mu is held.
 func (g *Group) start(b *Batch) {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 	b.started = true
 	live := int32(0)
 	for _, m := range b.members {

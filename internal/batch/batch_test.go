@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sqlflight/sqlflight/internal/sqlscan"
 	"github.com/sqlflight/sqlflight/internal/verdict"
@@ -245,4 +246,39 @@ func TestPlanKeys(t *testing.T) {
 		Params: []uint32{23}, Builtin: true}, false); p.Why == "" {
 		t.Error("another table")
 	}
+}
+
+func TestMaxWait(t *testing.T) {
+	g, started := newGroup(100)
+	g.MaxWait = func() time.Duration { return time.Millisecond }
+	ctx := context.Background()
+	turn, _ := g.Join(ctx, "g", "0", nil)
+	_, m := g.Join(ctx, "g", "1", nil)
+	b := <-started // past MaxWait, beside the read in flight
+	if m.Batch() != b || !slices.Equal(b.Keys(), []string{"1"}) {
+		t.Fatal("the batch that waited MaxWait did not start")
+	}
+	// Both hold a turn: the group is done once both are.
+	g.Done(turn)
+	if g.Len() != 1 {
+		t.Fatal("the group ended with its batch in flight")
+	}
+	g.Done(b.Turn())
+	if g.Len() != 0 {
+		t.Fatal("the group outlived its statements")
+	}
+	// A batch that started before its time (its turn came) is not started
+	// again by its timer.
+	turn, _ = g.Join(ctx, "g", "0", nil)
+	g.MaxWait = func() time.Duration { return 20 * time.Millisecond }
+	g.Join(ctx, "g", "2", nil)
+	g.Done(turn)
+	b = <-started
+	time.Sleep(40 * time.Millisecond)
+	select {
+	case again := <-started:
+		t.Fatalf("started twice: %v", again.Keys())
+	default:
+	}
+	g.Done(b.Turn())
 }
