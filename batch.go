@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -334,6 +335,10 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 	if err != nil && !alone {
 		s.stats.originErrors.Add(1)
 	}
+	// The statement's statistics and its policy name's count one origin
+	// execution for the batch, with every row it answered.
+	var counted batchCounts
+	defer counted.record(took, err != nil && !alone)
 	answered := 0
 	for _, m := range members {
 		bm := m.V.(*batchMember)
@@ -353,6 +358,7 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 			continue // it ended its flight itself
 		}
 		if err != nil {
+			counted.add(rd, nil)
 			s.tier.Release(rd.l2, &rd.lease)
 			if rd.plan.onFailure != nil {
 				rd.plan.onFailure(err) // a refresh's back-off
@@ -365,11 +371,7 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 		if st := bm.st; st != nil && f.Fills() {
 			filled = s.fill(st, f, rd, res, took)
 		}
-		rd.stats.OriginResult(took, res, false)
-		if rd.named != nil {
-			rd.named.OriginExecs.Add(1)
-			rd.named.OriginDuration.Observe(took)
-		}
+		counted.add(rd, res)
 		s.finish(f, res, nil, nil)
 		if rd.l2 != "" {
 			s.storeShared(rd, filled)
@@ -446,4 +448,47 @@ func batchSizeBucket(n int) int {
 		return 4
 	}
 	return 5
+}
+
+// batchCounts gathers what a batch's statement gave each statement's
+// statistics and each policy name (one each for its members, nearly
+// always), so that each counts the batch as one origin execution of the
+// rows of all its members.
+type batchCounts struct {
+	stats []*stmtStats
+	rows  []uint64
+	bytes []uint64
+	named []*nameCounters
+}
+
+func (bc *batchCounts) add(rd *read, res *result) {
+	i := slices.Index(bc.stats, rd.stats)
+	if i < 0 {
+		bc.stats = append(bc.stats, rd.stats)
+		bc.rows, bc.bytes = append(bc.rows, 0), append(bc.bytes, 0)
+		i = len(bc.stats) - 1
+	}
+	if res != nil {
+		for j := range res.Sets {
+			bc.rows[i] += uint64(res.Sets[j].N)
+		}
+		bc.bytes[i] += uint64(res.Bytes)
+	}
+	if rd.named != nil && !slices.Contains(bc.named, rd.named) {
+		bc.named = append(bc.named, rd.named)
+	}
+}
+
+// record counts the batch's statement, failed or not.
+func (bc *batchCounts) record(took time.Duration, failed bool) {
+	for i, st := range bc.stats {
+		st.Origin(took, bc.rows[i], bc.bytes[i], failed)
+	}
+	for _, n := range bc.named {
+		n.OriginExecs.Add(1)
+		n.OriginDuration.Observe(took)
+		if failed {
+			n.OriginErrors.Add(1)
+		}
+	}
 }

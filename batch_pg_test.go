@@ -500,3 +500,43 @@ func TestBatchMaxWait(t *testing.T) {
 		t.Fatalf("%d batches, %d pending", st.Batches, st.BatchPending)
 	}
 }
+
+// TestBatchStatementStats: the statement's statistics count a batch as one
+// origin execution (the database's), with the rows of all its members.
+func TestBatchStatementStats(t *testing.T) {
+	f := newBatchFixture(t, 50, Options{BatchMaxWait: -1})
+	ctx := context.Background()
+	q := "/* sqlflight: name=batched */ SELECT id, v, n FROM " + f.table + " WHERE id = $1"
+	if _, err := f.read(ctx, q, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := f.s.Stats().Names["batched"].OriginExecutions
+	const members = 10
+	errs := make([]error, members)
+	gatherBehindLock(t, f.raw, f.s, f.table, members, func() {
+		if _, err := f.read(ctx, q, 1); err != nil {
+			t.Error(err)
+		}
+	}, func(i int) { _, errs[i] = f.read(ctx, q, 10+i) }, members)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.s.Stats().Names["batched"].OriginExecutions - before; got != 2 {
+		t.Fatalf("the name counts %d origin executions, want 2 (the read alone and the batch)", got)
+	}
+	found := false
+	for _, st := range f.s.Statements() {
+		if !strings.Contains(st.SQL, f.table) {
+			continue
+		}
+		found = true
+		if st.OriginExecutions != 3 {
+			t.Fatalf("the statement counts %d origin executions, want 3 (the first read, the read alone, the batch)", st.OriginExecutions)
+		}
+	}
+	if !found {
+		t.Fatal("the statement is not counted")
+	}
+}
