@@ -201,6 +201,12 @@ func writeExplanation(w io.Writer, x sqlflight.Explanation) error {
 	case x.Cached:
 		line("fleet", "no: its tables are not known (name them with tables=)")
 	}
+	switch {
+	case x.Batch != "":
+		line("batched", "yes: the reads of many keys that miss together run as one statement, by %s", x.Batch)
+	case x.BatchReason != "":
+		line("batched", "no: %s", x.BatchReason)
+	}
 	if x.Error != "" {
 		line("error", "%s", x.Error)
 	}
