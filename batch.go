@@ -335,11 +335,12 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 	if err != nil && !alone {
 		s.stats.originErrors.Add(1)
 	}
-	// The statement's statistics and its policy name's count one origin
-	// execution for the batch, with every row it answered.
+	// Each member's fate first, and the counts, so that a caller who has
+	// its rows sees them counted; then the flights end. The statement's
+	// statistics and its policy name's count one origin execution for the
+	// batch, with every row it answered.
 	var counted batchCounts
-	defer counted.record(took, err != nil && !alone)
-	answered := 0
+	answer := make([]*batch.Member, 0, len(members))
 	for _, m := range members {
 		bm := m.V.(*batchMember)
 		f, rd := bm.f, bm.rd
@@ -357,8 +358,29 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 		if s.batches.Settle(m, batch.Done) == batch.Gone {
 			continue // it ended its flight itself
 		}
+		answer = append(answer, m)
 		if err != nil {
 			counted.add(rd, nil)
+		} else {
+			counted.add(rd, results[b.Index(m.Key())])
+		}
+	}
+	counted.record(took, err != nil && !alone)
+	if n := len(answer); n > 0 && err == nil {
+		s.stats.batchSizes[batchSizeBucket(n)].Add(1)
+		s.stats.batches.Add(1)
+		s.stats.batchedReads.Add(uint64(n))
+		for n := uint64(n); ; {
+			cur := s.stats.batchLargest.Load()
+			if n <= cur || s.stats.batchLargest.CompareAndSwap(cur, n) {
+				break
+			}
+		}
+	}
+	for _, m := range answer {
+		bm := m.V.(*batchMember)
+		f, rd := bm.f, bm.rd
+		if err != nil {
 			s.tier.Release(rd.l2, &rd.lease)
 			if rd.plan.onFailure != nil {
 				rd.plan.onFailure(err) // a refresh's back-off
@@ -371,22 +393,9 @@ func (s *engine) answerBatch(b *batch.Batch, members []*batch.Member, results []
 		if st := bm.st; st != nil && f.Fills() {
 			filled = s.fill(st, f, rd, res, took)
 		}
-		counted.add(rd, res)
 		s.finish(f, res, nil, nil)
 		if rd.l2 != "" {
 			s.storeShared(rd, filled)
-		}
-		answered++
-	}
-	if answered > 0 {
-		s.stats.batchSizes[batchSizeBucket(answered)].Add(1)
-		s.stats.batches.Add(1)
-		s.stats.batchedReads.Add(uint64(answered))
-		for n := uint64(answered); ; {
-			cur := s.stats.batchLargest.Load()
-			if n <= cur || s.stats.batchLargest.CompareAndSwap(cur, n) {
-				break
-			}
 		}
 	}
 }

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/redistier"
 )
 
 // behindLock runs first(), then, once its statement waits for the lock on
@@ -150,5 +154,75 @@ func TestManyKeysOtherDrivers(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestManyKeysSharedTier: with a shared tier, the members of a batch each
+// hold their key's lease while they wait, and the batch's rows go to the
+// tier key by key: another instance then reads every key from the tier
+// (its L1 keeps nothing), and the database sees no statement of its own.
+func TestManyKeysSharedTier(t *testing.T) {
+	dsn := postgresDSN(t)
+	admin := openRaw(t, dsn)
+	table := "manykeys_tier_" + uniqueID(t)
+	mustExec(t, admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL)`, table),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, 'v' || g FROM generate_series(1, 100) g`, table))
+	cleanupExec(t, admin, "DROP TABLE IF EXISTS "+table)
+	rdb, prefix := redisNamespace(t, "sqlflight-manykeys")
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(o sqlflight.Options) (*sql.DB, *sqlflight.Shield) {
+		o.KeyPrefix, o.SharedSecret, o.BatchMaxWait = prefix, fleetSecret, -1
+		s := sqlflight.New(o, sqlflight.Shared(redistier.New(rdb)))
+		db := sql.OpenDB(s.SharedConnector(stdlib.GetConnector(*cfg), "manykeys"))
+		t.Cleanup(func() { _ = db.Close(); _ = s.Close() })
+		return db, s
+	}
+	filler, fs := open(sqlflight.Options{})
+	reader, rs := open(sqlflight.Options{MaxBytes: 1, NegMaxBytes: 1})
+	ctx := testContext(t, time.Minute)
+	q := fmt.Sprintf(`/* sqlflight: ttl=1h jitter=0%% */ SELECT id, v FROM %s WHERE id = $1`, table)
+	read := func(db *sql.DB, id int) error {
+		var gid int
+		var v string
+		if err := db.QueryRowContext(ctx, q, id).Scan(&gid, &v); err != nil {
+			return fmt.Errorf("id %d: %w", id, err)
+		}
+		if gid != id || v != fmt.Sprintf("v%d", id) {
+			return fmt.Errorf("id %d: got %d %q", id, gid, v)
+		}
+		return nil
+	}
+	if err := read(filler, 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	errs := make(chan error, n+1)
+	before := fs.Stats()
+	behindLock(t, admin, fs, table, n, func() { errs <- read(filler, 2) }, func(i int) { errs <- read(filler, 10+i) }, n)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	st := fs.Stats()
+	if st.Batches-before.Batches != 1 || st.OriginExecutions-before.OriginExecutions != 2 {
+		t.Fatalf("%d batches, %d origin executions; want 1 and 2; %s", st.Batches-before.Batches, st.OriginExecutions-before.OriginExecutions, statsString(st))
+	}
+	// Every key the batch answered is in the tier: the other instance's
+	// reads are its hits, not the database's.
+	for i := range n {
+		id := 10 + i
+		waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("id %d in the shared tier", id) }, func() bool {
+			before := rs.Stats()
+			if err := read(reader, id); err != nil {
+				t.Fatal(err)
+			}
+			after := rs.Stats()
+			return after.SharedHits > before.SharedHits && after.OriginExecutions == before.OriginExecutions
+		})
 	}
 }
