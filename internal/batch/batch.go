@@ -41,7 +41,6 @@ package batch
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,32 +303,4 @@ func (b *Batch) Abandon(cause error) {
 	if b.live.Add(-1) == 0 {
 		b.cancel(cause)
 	}
-}
-
-// ArrayLiteral writes keys as a PostgreSQL array literal of text elements,
-// each quoted ("…", with " and \ escaped), which the server casts to the
-// key's array type: every driver sends it as a text parameter.
-func ArrayLiteral(keys []string) string {
-	n := 2
-	for _, k := range keys {
-		n += len(k) + 3
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		for j := 0; j < len(k); j++ {
-			if c := k[j]; c == '"' || c == '\\' {
-				b.WriteByte('\\')
-			}
-			b.WriteByte(k[j])
-		}
-		b.WriteByte('"')
-	}
-	b.WriteByte('}')
-	return b.String()
 }

@@ -142,13 +142,13 @@ func TestLeaveBeforeAndAfterStart(t *testing.T) {
 	<-ctxDone
 }
 
-func TestArrayLiteral(t *testing.T) {
-	got := ArrayLiteral([]string{"a", `q"uo\te`, "", "NULL", "{x,y}", " sp "})
+func TestKeysArray(t *testing.T) {
+	got := verdict.TextArray([]string{"a", `q"uo\te`, "", "NULL", "{x,y}", " sp "})
 	want := `{"a","q\"uo\\te","","NULL","{x,y}"," sp "}`
 	if got != want {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
-	if ArrayLiteral(nil) != "{}" {
+	if verdict.TextArray(nil) != "{}" {
 		t.Fatal("empty")
 	}
 }

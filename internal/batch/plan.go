@@ -200,11 +200,12 @@ func (p *Plan) RowKey(v driver.Value) (string, bool) {
 
 // Args returns the arguments of the batch of keys: args (a member's; the
 // other arguments are the same for every member) with the keys' array
-// literal in place of the key, or after them for a constant key.
+// literal (verdict.TextArray) in place of the key, or after them for a
+// constant key.
 func (p *Plan) Args(args []driver.NamedValue, keys []string) []driver.NamedValue {
 	out := make([]driver.NamedValue, 0, len(args)+1)
 	out = append(out, args...)
-	arr := driver.NamedValue{Ordinal: p.Array, Value: ArrayLiteral(keys)}
+	arr := driver.NamedValue{Ordinal: p.Array, Value: verdict.TextArray(keys)}
 	if p.Param != 0 {
 		out[p.Param-1] = arr
 	} else {

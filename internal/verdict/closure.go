@@ -55,7 +55,7 @@ func QueryClosure(ctx context.Context, conn Session, table string) (Closure, err
 	}
 	// The scanner keeps quoted names exact and folds the others; epochs
 	// fold every name, so ask for both spellings.
-	rows, err := conn.Query(ctx, closureQuery, textArray([]string{name, strings.ToLower(name)}))
+	rows, err := conn.Query(ctx, closureQuery, TextArray([]string{name, strings.ToLower(name)}))
 	if err != nil {
 		return Closure{}, err
 	}
@@ -70,20 +70,28 @@ func QueryClosure(ctx context.Context, conn Session, table string) (Closure, err
 	return cl, nil
 }
 
-// textArray is list as a PostgreSQL array literal of text.
-func textArray(list []string) string {
+// TextArray is list as a PostgreSQL array literal of text: each element
+// quoted ("…", with " and \ escaped) and kept byte for byte, which the
+// server reads as text[] (or casts to another array type); every driver
+// sends it as a text parameter.
+func TextArray(list []string) string {
+	n := 2
+	for _, s := range list {
+		n += len(s) + 3
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteByte('{')
 	for i, s := range list {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		for _, r := range s {
-			if r == '"' || r == '\\' {
+		for j := 0; j < len(s); j++ {
+			if c := s[j]; c == '"' || c == '\\' {
 				b.WriteByte('\\')
 			}
-			b.WriteRune(r)
+			b.WriteByte(s[j])
 		}
 		b.WriteByte('"')
 	}

@@ -281,7 +281,7 @@ func Probe(ctx context.Context, conn Session, r *sqlscan.Result) (Statement, []u
 			list = append(list, n)
 		}
 		slices.Sort(list)
-		rows, err := conn.Query(ctx, builtinQuery, textArray(list))
+		rows, err := conn.Query(ctx, builtinQuery, TextArray(list))
 		if err != nil {
 			return sv, nil, err
 		}

@@ -207,10 +207,10 @@ func TestVersionNum(t *testing.T) {
 }
 
 func TestTextArray(t *testing.T) {
-	if got := textArray([]string{"a", `b"c`, `d\e`, ""}); got != `{"a","b\"c","d\\e",""}` {
-		t.Fatalf("textArray = %s", got)
+	if got := TextArray([]string{"a", `b"c`, `d\e`, ""}); got != `{"a","b\"c","d\\e",""}` {
+		t.Fatalf("TextArray = %s", got)
 	}
-	if got := textArray(nil); got != "{}" {
-		t.Fatalf("textArray(nil) = %s", got)
+	if got := TextArray(nil); got != "{}" {
+		t.Fatalf("TextArray(nil) = %s", got)
 	}
 }
