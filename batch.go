@@ -27,7 +27,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -270,14 +269,7 @@ func (s *engine) runBatch(b *batch.Batch) {
 	// turn.
 	defer func() {
 		if !normal {
-			r := recover()
-			if r == nil {
-				err = fmt.Errorf("%w: runtime.Goexit in a batch's path", ErrOriginPanicked)
-			} else {
-				err = wrapf("%w: %v", ErrOriginPanicked, r)
-			}
-			s.stats.panics.Add(1)
-			s.log.Error("sqlflight: a batch of many keys panicked", errText.Panic(r))
+			err = s.panicked(recover(), "a batch of many keys", "a batch's path")
 			results, over, ran = nil, nil, false
 		}
 		broken := !normal || errors.Is(err, driver.ErrBadConn)

@@ -681,14 +681,7 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 	)
 	defer func() {
 		if !normal {
-			r := recover()
-			if r == nil {
-				err = fmt.Errorf("%w: runtime.Goexit in the origin path", ErrOriginPanicked)
-			} else {
-				err = wrapf("%w: %v", ErrOriginPanicked, r)
-			}
-			s.stats.panics.Add(1)
-			s.log.Error("sqlflight: origin query panicked", errText.Panic(r))
+			err = s.panicked(recover(), "origin query", "the origin path")
 			if stream != nil {
 				_ = stream.Close()
 			}
@@ -810,6 +803,19 @@ func (s *engine) origin(ctx context.Context, cancel context.CancelCauseFunc, tim
 		filled = s.fill(st, f, rd, res, time.Since(start))
 	}
 	normal = true
+}
+
+// panicked is the error a path of origin queries (what, as the log names
+// it; where, as the error does) fails its callers with once it panicked
+// with r, or called runtime.Goexit (r nil): counted and logged, by the
+// panic's type, never its text.
+func (s *engine) panicked(r any, what, where string) error {
+	s.stats.panics.Add(1)
+	s.log.Error("sqlflight: "+what+" panicked", errText.Panic(r))
+	if r == nil {
+		return fmt.Errorf("%w: runtime.Goexit in %s", ErrOriginPanicked, where)
+	}
+	return wrapf("%w: %v", ErrOriginPanicked, r)
 }
 
 // fill stores res unless a write to its tables happened since its flight
