@@ -251,15 +251,7 @@ func gatherBehindLock(t *testing.T, raw *sql.DB, s *Shield, table string, pendin
 	}
 	var wg sync.WaitGroup
 	wg.Go(first)
-	for {
-		var waiting int
-		if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-			AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, table).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
+	for lockWaiters(t, raw, table) < 1 {
 		time.Sleep(time.Millisecond)
 	}
 	for i := range n {
@@ -272,6 +264,17 @@ func gatherBehindLock(t *testing.T, raw *sql.DB, s *Shield, table string, pendin
 		t.Fatal(err)
 	}
 	wg.Wait()
+}
+
+// lockWaiters returns how many statements naming table wait for a lock.
+func lockWaiters(t *testing.T, raw *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+		AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestBatchFaults: a batch whose statement panics, calls runtime.Goexit or
@@ -411,11 +414,7 @@ func TestBatchScopedSessions(t *testing.T) {
 	for i := range members {
 		wg.Go(func() { errs[i] = read(conns[i+1], 10+i) })
 	}
-	for waiting := 0; waiting < members; {
-		if err := f.raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-			AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, f.table).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
+	for lockWaiters(t, f.raw, f.table) < members {
 		if p := f.s.Stats().BatchPending; p > 0 {
 			t.Errorf("%d reads of scoped sessions wait in a batch", p)
 			break
@@ -461,15 +460,7 @@ func TestBatchMaxWait(t *testing.T) {
 	}
 	waiting := func(want int) {
 		t.Helper()
-		for {
-			var n int
-			if err := f.raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-				AND query LIKE '%'||$1||'%' AND query NOT LIKE '%pg_stat_activity%'`, f.table).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n >= want {
-				return
-			}
+		for lockWaiters(t, f.raw, f.table) < want {
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -237,6 +237,20 @@ func (bx *batchEnv) serverStatements() string {
 	return b.String()
 }
 
+// otherTable creates a table of its own for the subtest, of one row
+// (1, 'other', 0), whose read can hold the Shield's only origin slot
+// (MaxInflight 1) while its lock is held: a batch that started then waits
+// for the slot.
+func (bx *batchEnv) otherTable() string {
+	t := bx.t
+	t.Helper()
+	other := "batchother_" + uniqueID(t)
+	mustExec(t, bx.admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL, n int NOT NULL)`, other),
+		fmt.Sprintf(`INSERT INTO %s VALUES (1, 'other', 0)`, other))
+	cleanupExec(t, bx.admin, "DROP TABLE IF EXISTS "+other)
+	return other
+}
+
 // evictions returns pg_stat_statements' count of entries it evicted.
 func (bx *batchEnv) evictions() int64 {
 	var n int64
@@ -641,10 +655,7 @@ func TestBatchGathersWhileInFlight(t *testing.T) {
 func TestBatchStartsAfterEveryMemberBegan(t *testing.T) {
 	opts := []sqlflight.Option{sqlflight.Options{MaxInflight: 1, QueueTimeout: time.Minute}}
 	forEachBatchParent(t, opts, func(t *testing.T, bx *batchEnv) {
-		other := "batchother_" + uniqueID(t)
-		mustExec(t, bx.admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL, n int NOT NULL)`, other),
-			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'other', 0)`, other))
-		cleanupExec(t, bx.admin, "DROP TABLE IF EXISTS "+other)
+		other := bx.otherTable()
 		q := fmt.Sprintf(`SELECT id, v, n FROM %s WHERE g = $1 ORDER BY n DESC`, bx.table)
 		qo := fmt.Sprintf(`SELECT id, v, n FROM %s WHERE id = $1`, other)
 		bx.warm(q, "g", int64(13))
@@ -1033,10 +1044,7 @@ func TestBatchWriteBetweenArrivalAndBatch(t *testing.T) {
 func TestBatchWriteAfterBatchStarted(t *testing.T) {
 	opts := []sqlflight.Option{sqlflight.Options{MaxInflight: 1, QueueTimeout: time.Minute}}
 	forEachBatchParent(t, opts, func(t *testing.T, bx *batchEnv) {
-		other := "batchother_" + uniqueID(t)
-		mustExec(t, bx.admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL, n int NOT NULL)`, other),
-			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'other', 0)`, other))
-		cleanupExec(t, bx.admin, "DROP TABLE IF EXISTS "+other)
+		other := bx.otherTable()
 		q := fmt.Sprintf(`/* sqlflight: ttl=1m jitter=0%% */ SELECT id, v, n FROM %s WHERE id = $1`, bx.table)
 		qo := fmt.Sprintf(`SELECT id, v, n FROM %s WHERE id = $1`, other)
 		bx.warm(q, "id", int64(41))
@@ -1136,10 +1144,7 @@ func TestBatchCancelOneMember(t *testing.T) {
 func TestBatchCancelAfterStart(t *testing.T) {
 	opts := []sqlflight.Option{sqlflight.Options{MaxInflight: 1, QueueTimeout: time.Minute}}
 	forEachBatchParent(t, opts, func(t *testing.T, bx *batchEnv) {
-		other := "batchother_" + uniqueID(t)
-		mustExec(t, bx.admin, fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL, n int NOT NULL)`, other),
-			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'other', 0)`, other))
-		cleanupExec(t, bx.admin, "DROP TABLE IF EXISTS "+other)
+		other := bx.otherTable()
 		q := fmt.Sprintf(`SELECT id, v, n FROM %s WHERE id = $1`, bx.table)
 		qo := fmt.Sprintf(`SELECT id, v, n FROM %s WHERE id = $1`, other)
 		bx.warm(q, "id", int64(41))
