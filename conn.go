@@ -23,6 +23,10 @@ type connBase interface {
 	Unwrap() driver.Conn
 	// virtual returns the virtual connection itself.
 	virtual() *conn
+	// FaceQuery and FaceExec are what another face of the Shield (the
+	// pgx face) calls (face.go).
+	FaceQuery(ctx context.Context, query string, args []driver.NamedValue, share bool, run func(ctx context.Context, rc driver.Conn, args []driver.NamedValue) (driver.Rows, error)) (driver.Rows, error)
+	FaceExec(ctx context.Context, queries []string, args [][]driver.NamedValue, run func(ctx context.Context, rc driver.Conn) error) (done func(), err error)
 }
 
 // conn is the virtual connection database/sql holds. It opens its real
@@ -494,15 +498,19 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.statement()
 	c.s.stats.queries.Add(1)
-	return c.query(ctx, query, c.scan(query), args, nil)
+	return c.query(ctx, query, c.scan(query), args, nil, "")
 }
 
 // query runs one read as route decides: shared through the cache and
-// flights, or passed through.
-func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc) (_ driver.Rows, err error) {
+// flights, or passed through. A read route would share is passed through
+// all the same for reason pass, unless pass is "".
+func (c *conn) query(ctx context.Context, query string, r *sqlscan.Result, args []driver.NamedValue, run runFunc, pass string) (_ driver.Rows, err error) {
 	var f fate
 	if err := c.s.route(ctx, c, r, args, &f); err != nil {
 		return nil, err
+	}
+	if f.reason == "" {
+		f.reason = pass
 	}
 	c.s.callBegins(&f, query)
 	defer c.s.callEnds(c, &f, &err)

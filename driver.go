@@ -241,10 +241,11 @@ func (d *wrappedDriver) scopeFor(dsn string, self driver.Driver) (*dsnScope, err
 			e.drv = &wrappedDriverContext{wrappedDriver: own, parentCtx: dc.parentCtx}
 		}
 	}
-	e.sc = e.s.newScope()
-	e.sc.fleetBase = res.Name
-	if c := res.Config; c != nil {
-		e.sc.setLabel(fmt.Sprintf("%s@%s:%d", c.Database, c.Host, c.Port), true)
+	if res.Config != nil {
+		e.sc = e.s.namedScope(res.Name, res.Config) // shared with its name's DSNs and pools
+	} else {
+		e.sc = e.s.newScope()
+		e.sc.fleetBase = res.Name
 	}
 	open := func(context.Context) (driver.Conn, error) { return d.parent.Open(stripped) }
 	if res.Config != nil {
@@ -277,7 +278,11 @@ func (d *wrappedDriver) sweep() {
 // Shield, which has no other scope.
 func (d *wrappedDriver) forget(k dsnKey, e *dsnScope) {
 	delete(d.scopes, k)
-	e.s.scopes.Delete(e.sc.id)
+	if e.cfg != nil {
+		e.s.dropNamed(e.sc)
+	} else {
+		e.s.scopes.Delete(e.sc.id)
+	}
 	if e.s != d.s {
 		_ = e.s.shield.Close()
 	}

@@ -85,6 +85,12 @@ type scope struct {
 	stmtLearned atomic.Bool   // … once a statement was prepared
 
 	feed atomic.Pointer[scopeFeed] // the change feed (feed.go), once started
+
+	// holders counts the uses of a named scope (poolscope.go); borrowed
+	// holds the real connections borrowed from a pgxpool, until the spare
+	// gives them up.
+	holders  atomic.Int64
+	borrowed sync.Map
 }
 
 // stmtShape returns the shape of the parent's statements, once known.
@@ -113,6 +119,7 @@ func (s *engine) newScope() *scope {
 	sc.spare.Max, sc.spare.Users = o.MaxConns, sc.live.Load
 	sc.spare.KeepIdle = o.MaxRefreshes // each refresh takes a spare connection
 	sc.spare.Lendable = func() driver.Conn { return sc.takeLendable(s) }
+	sc.spare.Borrowed, sc.spare.Discard = sc.isBorrowed, discardBorrowed
 	sc.spare.Counters = pool.Counters{Opened: &s.stats.realOpened, Open: &s.stats.realConns, Waits: &s.stats.realWaits}
 	sc.guard.Init(guard.ScopeConfig{MaxInflight: o.MaxInflight, MaxRefreshes: o.MaxRefreshes, QueueTimeout: o.QueueTimeout,
 		Failures: o.BreakerFailures, Timeout: o.BreakerTimeout, Probes: o.BreakerProbes, Clock: o.Clock,

@@ -292,7 +292,8 @@ type engine struct {
 	stats   counters
 
 	scopeSeq atomic.Uint64
-	scopes   sync.Map // id → *scope: each has its own guard (breaker.go)
+	scopes   sync.Map    // id → *scope: each has its own guard (breaker.go)
+	named    namedScopes // the scopes of pgx configurations (poolscope.go)
 	// schemaGen moves on every DDL through the Shield: verdicts and write
 	// closures learned before it are forgotten.
 	schemaGen atomic.Uint64

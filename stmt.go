@@ -194,7 +194,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 			return q.QueryContext(ctx, args)
 		}
 		return parent.Legacy(ctx, args, ps.Query) //nolint:staticcheck // legacy parent
-	})
+	}, "")
 }
 
 // CheckNamedValue forwards to the parent statement's checker (mirrored only

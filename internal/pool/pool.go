@@ -29,7 +29,10 @@
 // been idle for IdleTimeout: a sweep runs IdleTimeout after a connection
 // goes idle while none is set, closes those idle that long and sets itself
 // for the next, until none is idle. Get takes the most recently idle connection first. CloseIdle
-// closes every idle connection at once (the scope's last user went).
+// closes every idle connection at once (the scope's last user went). A
+// borrowed connection (Pool.Borrowed: one of a pgxpool's) is never idle
+// here: Put gives it back to its own pool at once, and Close, which gives
+// a connection up for good, has it ended there first (Pool.Discard).
 //
 // # Time and concurrency
 //
@@ -101,6 +104,16 @@ type Pool struct {
 	// Lendable takes a real connection a virtual connection may give up
 	// (its session cannot matter now), or returns nil. Nil: none ever is.
 	Lendable func() driver.Conn
+	// Borrowed reports whether rc was borrowed from a pool of its own (a
+	// pgxpool's connection, whose Close gives it back there): Put never
+	// keeps such a connection idle but closes it at once, and Close
+	// (a connection given up for good: broken, or its session changed)
+	// calls Discard first. Nil: none is.
+	Borrowed func(rc driver.Conn) bool
+	// Discard ends a borrowed connection for good before Close gives it
+	// back, so that its own pool destroys it instead of handing it out
+	// again.
+	Discard func(rc driver.Conn)
 	// Counters are where the pool counts.
 	Counters Counters
 	// Clock tells the time and runs the sweep; nil: real time.
@@ -244,6 +257,10 @@ func (p *Pool) Put(rc driver.Conn, broken bool) {
 	if v, ok := rc.(driver.Validator); ok && !broken && !v.IsValid() {
 		broken = true
 	}
+	if !broken && p.Borrowed != nil && p.Borrowed(rc) {
+		p.giveBack(rc) // to its own pool, clean: it is not ours to keep idle
+		return
+	}
 	p.mu.Lock()
 	if !broken && (p.Users == nil || p.Users() > 0) && (len(p.idle) < max(MaxIdle, p.KeepIdle) || p.Max > 0) {
 		p.idle = append(p.idle, idleConn{rc: rc, since: p.now()})
@@ -263,6 +280,15 @@ func (p *Pool) Put(rc driver.Conn, broken bool) {
 // given back for good), and stops counting it. The driver's error from
 // Close is dropped.
 func (p *Pool) Close(rc driver.Conn) {
+	if p.Discard != nil && p.Borrowed != nil && p.Borrowed(rc) {
+		p.Discard(rc)
+	}
+	p.giveBack(rc)
+}
+
+// giveBack closes rc (a borrowed one goes back to its own pool) and stops
+// counting it.
+func (p *Pool) giveBack(rc driver.Conn) {
 	p.mu.Lock()
 	p.n--
 	p.signalLocked()

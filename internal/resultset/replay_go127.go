@@ -9,7 +9,6 @@ import (
 	"io"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,20 +55,6 @@ func (r *Replay) ScanColumn(scanCtx driver.ScanContext, index int, dest any) err
 	return pgxScanColumn(scanCtx, r.cur.Column(index).DBType, r.cur.Value(index), dest)
 }
 
-// pgxTypes holds pgx's default type maps; a Map is not safe for concurrent
-// use.
-var pgxTypes = sync.Pool{New: func() any { return pgtype.NewMap() }}
-
-// pgxBinary are the types pgx's stdlib reads in binary format (its
-// databaseSQLResultFormats); it reads every other type as text, and its
-// driver.Value of such a column is that text.
-var pgxBinary = map[uint32]bool{
-	pgtype.BoolOID: true, pgtype.ByteaOID: true, pgtype.CIDOID: true, pgtype.DateOID: true,
-	pgtype.Float4OID: true, pgtype.Float8OID: true, pgtype.Int2OID: true, pgtype.Int4OID: true,
-	pgtype.Int8OID: true, pgtype.OIDOID: true, pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
-	pgtype.XIDOID: true,
-}
-
 // pgxScanColumn is pgx v5's stdlib Rows.ScanColumn over a materialized
 // value v of a column whose ColumnTypeDatabaseTypeName was dbType.
 func pgxScanColumn(scanCtx driver.ScanContext, dbType string, v driver.Value, dest any) error {
@@ -83,53 +68,20 @@ func pgxScanColumn(scanCtx driver.ScanContext, dbType string, v driver.Value, de
 	if isSQLScanDestination(rv.Type()) {
 		return sql.ConvertAssign(scanCtx, dest, v)
 	}
-	m := pgxTypes.Get().(*pgtype.Map)
-	defer pgxTypes.Put(m)
-	var oid uint32
-	if t, ok := m.TypeForName(strings.ToLower(dbType)); ok {
-		oid = t.OID
-	} else if n, err := strconv.ParseUint(dbType, 10, 32); err == nil {
-		oid = uint32(n)
-	} else {
+	m := PgxTypes()
+	defer PutPgxTypes(m)
+	oid, ok := PgxOID(m, dbType)
+	if !ok {
 		// A type registered on the connection's own type map: the
 		// replay knows pgx's default types only.
 		return errors.New("sqlflight: a shared result scans type " + strconv.Quote(dbType) +
 			" only into database/sql destinations (pgx's default type map does not know it)")
 	}
-	format, src, err := pgxRaw(m, oid, v)
+	format, src, err := PgxRaw(m, oid, v)
 	if err != nil {
 		return err
 	}
 	return m.Scan(oid, format, src, dest)
-}
-
-// pgxRaw rebuilds the wire value pgx's stdlib scanned v from.
-func pgxRaw(m *pgtype.Map, oid uint32, v driver.Value) (int16, []byte, error) {
-	format := int16(pgtype.TextFormatCode)
-	if pgxBinary[oid] {
-		format = pgtype.BinaryFormatCode
-	}
-	switch v := v.(type) {
-	case nil:
-		return format, nil, nil
-	case []byte:
-		// bytea (binary), json, jsonb, xml (text): the bytes read.
-		return format, v, nil
-	case string:
-		if format == pgtype.TextFormatCode {
-			return format, []byte(v), nil
-		}
-	}
-	if format == pgtype.BinaryFormatCode {
-		if b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil); err == nil {
-			return format, b, nil
-		}
-	}
-	b, err := m.Encode(oid, pgtype.TextFormatCode, v, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	return pgtype.TextFormatCode, b, nil
 }
 
 // sqlScanDestinations caches isSQLScanDestination: reflect.Type -> bool.
