@@ -277,6 +277,7 @@ func (c *conn) Close() error {
 	c.mu.Unlock()
 	if last {
 		c.sc.spare.CloseIdle() // the pool is gone or idle: no spare outlives it
+		c.sc.catalog.CloseIdle()
 		if f := c.sc.feed.Load(); f != nil {
 			go f.PauseIfIdle() // nor its feed (the next Connect resumes it)
 		}

@@ -92,7 +92,38 @@ func (s *Shield) PoolConnector(pool *pgxpool.Pool) driver.Connector {
 	sc := s.namedScope(identity.Name(cfg), cfg)
 	pc := stdlib.GetPoolConnector(pool)
 	wc := &connector{s: s.engine, drv: s.connectorDriver(pc), sc: sc, open: sc.borrower(s.engine, pc)}
+	sc.catalogFor(pool)
 	return &poolConnector{connector: wc}
+}
+
+// catalogFor gives a scope of pool's connections its catalog connections,
+// once: when every connection of the pool is out (transactions of the
+// pgx face may hold them all, and each of their reads may need the
+// server's verdict), a probe runs on a connection of the scope's own
+// rather than wait for one of the pool's. It is made as the pool makes
+// its own (BeforeConnect, connect, AfterConnect), outside the pool's
+// MaxConns; at most MaxIdle of them wait idle, and for IdleTimeout.
+func (sc *scope) catalogFor(p *pgxpool.Pool) {
+	if !sc.catalogSet.CompareAndSwap(false, true) {
+		return
+	}
+	cfg := p.Config()
+	var opts []stdlib.OptionOpenDB
+	if cfg.BeforeConnect != nil {
+		opts = append(opts, stdlib.OptionBeforeConnect(cfg.BeforeConnect))
+	}
+	if cfg.AfterConnect != nil {
+		opts = append(opts, stdlib.OptionAfterConnect(cfg.AfterConnect))
+	}
+	sc.catalog.SetOpen(stdlib.GetConnector(*cfg.ConnConfig, opts...).Connect)
+	sc.catalogPool.Store(p)
+}
+
+// poolFull reports whether p has no idle connection and no room for
+// another: an acquire would wait.
+func poolFull(p *pgxpool.Pool) bool {
+	st := p.Stat()
+	return st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns()
 }
 
 // poolConnector is PoolConnector's: Close gives its scope back.

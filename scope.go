@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlflight/sqlflight/internal/guard"
@@ -91,6 +92,11 @@ type scope struct {
 	// gives them up.
 	holders  atomic.Int64
 	borrowed sync.Map
+	// A scope of a pool's connections (poolscope.go): its catalog
+	// connections of its own, for probes while the pool has none to give.
+	catalogSet  atomic.Bool
+	catalogPool atomic.Pointer[pgxpool.Pool]
+	catalog     pool.Pool
 }
 
 // stmtShape returns the shape of the parent's statements, once known.

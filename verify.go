@@ -2,6 +2,7 @@ package sqlflight
 
 import (
 	"context"
+	"database/sql/driver"
 	"time"
 
 	"github.com/sqlflight/sqlflight/internal/key"
@@ -52,12 +53,22 @@ func (h verdictHost) SchemaGen() uint64 { return h.s.schemaGen.Load() }
 // and gives it back, broken if f failed in a way that may have left the
 // session dirty.
 func (h verdictHost) Spare(ctx context.Context, f func(pgverdict.Session) error) error {
-	rc, _, err := h.sc.anyReal(ctx, h.s)
+	spare := &h.sc.spare
+	var rc driver.Conn
+	var err error
+	if p := h.sc.catalogPool.Load(); p != nil && poolFull(p) {
+		// Every connection of the pool is out (transactions may hold
+		// them all while they wait for this): one of the scope's own.
+		spare = &h.sc.catalog
+		rc, _, err = spare.Get(ctx)
+	} else {
+		rc, _, err = h.sc.anyReal(ctx, h.s)
+	}
 	if err != nil {
 		return err
 	}
 	broken := true // unless f returns normally and leaves the session idle
-	defer func() { h.sc.spare.Put(rc, broken) }()
+	defer func() { spare.Put(rc, broken) }()
 	c := pgverdict.Of(rc)
 	err = f(c)
 	broken = !c.Clean()
