@@ -37,7 +37,7 @@ type connBase interface {
 type conn struct {
 	s    *engine
 	sc   *scope
-	open func(context.Context) (driver.Conn, error)
+	open *opener // how it opens its real connection
 
 	mu     sync.Mutex
 	real   driver.Conn
@@ -111,7 +111,7 @@ var (
 	_ driver.NamedValueChecker  = (*conn)(nil)
 )
 
-func newConn(s *engine, sc *scope, open func(context.Context) (driver.Conn, error), real driver.Conn) driver.Conn {
+func newConn(s *engine, sc *scope, open *opener, real driver.Conn) driver.Conn {
 	c := &conn{s: s, sc: sc, open: open, real: real}
 	sc.live.Add(1)
 	return mirrorConn(c, sc.mask)
@@ -143,7 +143,7 @@ func (c *conn) use(ctx context.Context) (driver.Conn, error) {
 		return nil, driver.ErrBadConn
 	}
 	for {
-		rc, reused, err := c.sc.anyReal(ctx, c.s)
+		rc, reused, err := c.anyReal(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func (c *conn) originConn(ctx context.Context) (driver.Conn, error) {
 	}
 	// No reset here: a dead connection fails the origin with
 	// driver.ErrBadConn, and its followers try again.
-	rc, _, err := c.sc.anyReal(ctx, c.s)
+	rc, _, err := c.anyReal(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -91,9 +91,10 @@ func (s *Shield) PoolConnector(pool *pgxpool.Pool) driver.Connector {
 	cfg := pool.Config().ConnConfig
 	sc := s.namedScope(identity.Name(cfg), cfg)
 	pc := stdlib.GetPoolConnector(pool)
-	wc := &connector{s: s.engine, drv: s.connectorDriver(pc), sc: sc, open: sc.borrower(s.engine, pc)}
+	o := &opener{open: sc.borrower(s.engine, pc), borrows: true}
+	wc := &connector{s: s.engine, drv: s.connectorDriver(pc), sc: sc, open: o.open}
 	sc.catalogFor(pool)
-	return &poolConnector{connector: wc}
+	return &poolConnector{connector: wc, opener: o}
 }
 
 // catalogFor gives a scope of pool's connections its catalog connections,
@@ -129,13 +130,23 @@ func poolFull(p *pgxpool.Pool) bool {
 // poolConnector is PoolConnector's: Close gives its scope back.
 type poolConnector struct {
 	*connector
-	once sync.Once
+	opener *opener
+	once   sync.Once
 }
 
 var _ io.Closer = (*poolConnector)(nil)
 
+func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	return c.sc.connectWith(ctx, c.s, c.opener)
+}
+
+// Close gives the scope back; the scope's spare connections no longer
+// borrow from the pool, which may close now.
 func (c *poolConnector) Close() error {
-	c.once.Do(func() { c.s.dropNamed(c.sc) })
+	c.once.Do(func() {
+		c.sc.spareOpen.CompareAndSwap(c.opener, nil)
+		c.s.dropNamed(c.sc)
+	})
 	return nil
 }
 

@@ -32,6 +32,20 @@ func (sc *scope) anyReal(ctx context.Context, s *engine) (rc driver.Conn, reused
 	return rc, reused, nil
 }
 
+// anyReal is sc.anyReal for c's own real connection: one c's opener
+// opens, or for a DSN's or a connector's also an idle or a lendable one
+// (a pool's never takes those, which are not its pool's).
+func (c *conn) anyReal(ctx context.Context) (rc driver.Conn, reused bool, err error) {
+	rc, reused, err = c.sc.spare.GetFrom(ctx, c.open.open, c.open.borrows)
+	if err != nil {
+		return nil, false, err
+	}
+	if !reused {
+		c.sc.verdicts.NoteConn(rc)
+	}
+	return rc, reused, nil
+}
+
 // takeLendable takes the real connection of the scope's most recently
 // lendable virtual connection, or returns nil.
 func (sc *scope) takeLendable(s *engine) driver.Conn {

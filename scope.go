@@ -3,6 +3,7 @@ package sqlflight
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,7 @@ type scope struct {
 	borrowed sync.Map
 	// A scope of a pool's connections (poolscope.go): its catalog
 	// connections of its own, for probes while the pool has none to give.
+	spareOpen   atomic.Pointer[opener] // how the spare opens its connections
 	catalogSet  atomic.Bool
 	catalogPool atomic.Pointer[pgxpool.Pool]
 	catalog     pool.Pool
@@ -184,9 +186,47 @@ func pgxLabel(rc driver.Conn) string {
 
 // connect returns a virtual connection; open opens a real one.
 func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Context) (driver.Conn, error)) (driver.Conn, error) {
+	return sc.connectWith(ctx, s, &opener{open: open})
+}
+
+// An opener opens a virtual connection's real ones: a DSN's or a
+// connector's, or one that borrows them from a pgxpool (poolscope.go).
+type opener struct {
+	open    func(context.Context) (driver.Conn, error)
+	borrows bool
+}
+
+// spareOpener records o as the way to open the scope's spare connections
+// (background refreshes, probes), unless the scope has one: a DSN's or a
+// connector's replaces a pool's, whose pool may close before the scope's
+// other users are done.
+func (sc *scope) spareOpener(o *opener) {
+	cur := sc.spareOpen.Load()
+	if cur == nil || (cur.borrows && !o.borrows) {
+		sc.spareOpen.CompareAndSwap(cur, o)
+	}
+}
+
+// errNoOpener fails a spare connection of a scope whose only opener was a
+// pool that closed.
+var errNoOpener = errors.New("sqlflight: the scope has no way to open a connection any more (its pool was closed)")
+
+// openSpare opens a spare connection with the scope's spare opener.
+func (sc *scope) openSpare(ctx context.Context) (driver.Conn, error) {
+	o := sc.spareOpen.Load()
+	if o == nil {
+		return nil, errNoOpener
+	}
+	return o.open(ctx)
+}
+
+// connectWith is connect for o's virtual connections.
+func (sc *scope) connectWith(ctx context.Context, s *engine, o *opener) (driver.Conn, error) {
 	if s.tierErr != nil {
 		return nil, s.tierErr // a shared tier without a secret (ErrNoSharedSecret)
 	}
+	open := o.open
+	sc.spareOpener(o)
 	for !sc.learned.Load() {
 		sc.mu.Lock()
 		if sc.learned.Load() {
@@ -204,7 +244,7 @@ func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Conte
 		}
 		ch := make(chan struct{})
 		sc.probing = ch
-		sc.spare.SetOpen(open)
+		sc.spare.SetOpen(sc.openSpare)
 		sc.mu.Unlock()
 
 		// The first real connection goes through the scope's breaker like
@@ -243,9 +283,9 @@ func (sc *scope) connect(ctx context.Context, s *engine, open func(context.Conte
 		sc.spare.Counted()
 		s.stats.realOpened.Add(1)
 		s.stats.realConns.Add(1)
-		return newConn(s, sc, open, rc), nil
+		return newConn(s, sc, o, rc), nil
 	}
-	c := newConn(s, sc, open, nil) // counted live before the feed is resumed
+	c := newConn(s, sc, o, nil) // counted live before the feed is resumed
 	if f := sc.feed.Load(); f != nil {
 		f.Ensure() // paused when the scope's last connection closed
 	}

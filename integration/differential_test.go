@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqlflight/sqlflight"
+	"github.com/sqlflight/sqlflight/pgxflight"
 )
 
 // TestDifferential is a randomized differential test against PostgreSQL:
@@ -97,13 +98,13 @@ func runDifferential(t *testing.T, parent string) {
 	}{
 		{"epochs", diffEpochs}, {"volatile", diffVolatile}, {"cascade", diffCascade}, {"trigger", diffTrigger},
 		{"view", diffView}, {"strict", diffStrict}, {"invalidate", diffInvalidate}, {"rows", diffRows},
-		{"fleet-rows", diffFleetRows}, {"batch", diffBatch},
+		{"fleet-rows", diffFleetRows}, {"batch", diffBatch}, {"faces", diffFaces},
 	} {
 		if only != "" && !strings.Contains(","+only+",", ","+w.name+",") {
 			continue
 		}
-		if parent != "pgx" && w.name == "fleet-rows" {
-			continue
+		if parent != "pgx" && (w.name == "fleet-rows" || w.name == "faces") {
+			continue // pgx connectors of their own; the pgx face
 		}
 		c := w.build(t, admin, id)
 		c.name = w.name
@@ -133,9 +134,12 @@ func runDifferential(t *testing.T, parent string) {
 		if c.options != nil {
 			c.options(&opts, parent, c.dsn)
 		}
-		if parent == "pgx" {
+		switch {
+		case c.open != nil:
+			c.open(t, c, opts)
+		case parent == "pgx":
 			c.db, c.sh = openFlight(t, c.dsn, opts)
-		} else {
+		default:
 			c.db, c.sh = openParent(t, parent, c.dsn, opts)
 		}
 		pool := 2
@@ -487,11 +491,46 @@ func (s *diffShape) query(k int) string {
 	return s.sql
 }
 
-// diffQuerier is what a shape runs on: a *sql.DB or a *sql.Tx.
+// diffQuerier is what a shape runs on: a *sql.DB or a *sql.Tx, or the
+// pgx face (differential_faces_test.go).
 type diffQuerier interface {
-	queryRower
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) diffRow
+	QueryContext(context.Context, string, ...any) (diffRowSet, error)
 }
+
+// diffRow and diffRowSet are what a diffQuerier's reads return.
+type diffRow interface{ Scan(...any) error }
+
+type diffRowSet interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+	Close()
+}
+
+// sqlQuerier is a database/sql handle as a diffQuerier.
+type sqlQuerier struct {
+	q interface {
+		queryRower
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	}
+}
+
+func (s sqlQuerier) QueryRowContext(ctx context.Context, query string, args ...any) diffRow {
+	return s.q.QueryRowContext(ctx, query, args...)
+}
+
+func (s sqlQuerier) QueryContext(ctx context.Context, query string, args ...any) (diffRowSet, error) {
+	rows, err := s.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // run runs query (s's statement for key k, a policy's annotation before
 // it) on q and returns its columns. For a keyed shape, wrong says how the
@@ -585,19 +624,21 @@ type diffClass struct {
 	objs     []*diffObj
 	write    func(w *diffWriter)
 
-	pool    int                                            // the readers' connections in database/sql's pool (zero: 2)
-	options func(o *sqlflight.Options, parent, dsn string) // adjusts the Shield's options (nil: none)
-	outside bool                                           // writers also write behind the Shield's back, on odb
-	odb     *sql.DB                                        // raw pgx: the outside client's
-	chasers int                                            // readers that read what the writers kick, at once
-	kicks   chan diffKick                                  // to the chasers
-	pick    func(rng *rand.Rand, si int) int               // a reader's key of shape si (nil: uniform)
-	report  func(t *testing.T)                             // more of the subtest's report (nil: none)
+	pool    int                                                      // the readers' connections in database/sql's pool (zero: 2)
+	options func(o *sqlflight.Options, parent, dsn string)           // adjusts the Shield's options (nil: none)
+	open    func(t *testing.T, c *diffClass, opts sqlflight.Options) // opens db and sh (nil: openFlight)
+	outside bool                                                     // writers also write behind the Shield's back, on odb
+	odb     *sql.DB                                                  // raw pgx: the outside client's
+	chasers int                                                      // readers that read what the writers kick, at once
+	kicks   chan diffKick                                            // to the chasers
+	pick    func(rng *rand.Rand, si int) int                         // a reader's key of shape si (nil: uniform)
+	report  func(t *testing.T)                                       // more of the subtest's report (nil: none)
 
 	mode  execMode
 	dsn   string
 	admin *sql.DB
-	db    *sql.DB // the readers' (a Shield's)
+	db    *sql.DB       // the readers' (a Shield's)
+	face  *pgxflight.DB // the faces workload's: the pgx face of sh, beside db
 	sh    *sqlflight.Shield
 	wdb   *sql.DB // the writers'
 
@@ -648,7 +689,7 @@ func (c *diffClass) truth(o *diffObj) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sh := c.shapes[o.shape]
-	raw, wrong, err := sh.run(ctx, c.admin, sh.query(o.key), o.key)
+	raw, wrong, err := sh.run(ctx, sqlQuerier{c.admin}, sh.query(o.key), o.key)
 	if err == nil && wrong != "" {
 		err = fmt.Errorf("%s: %s", sh.query(o.key), wrong)
 	}
@@ -662,12 +703,18 @@ func (c *diffClass) truth(o *diffObj) (int64, error) {
 func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now func() int64, stop *atomic.Bool, total *atomic.Int64) {
 	out := make([]diffRead, 0, 4096)
 	defer func() { c.reads[r] = out }()
-	db, inst := c.db, uint8(0)
-	if c.fleet != nil {
+	var db diffQuerier = sqlQuerier{c.db}
+	inst := uint8(0)
+	switch {
+	case c.fleet != nil:
 		// A reader of an instance that joins mid-run starts when it does.
-		if inst, db = c.fleet.readerOn(r, stop); db == nil {
+		var idb *sql.DB
+		if inst, idb = c.fleet.readerOn(r, stop); idb == nil {
 			return
 		}
+		db = sqlQuerier{idb}
+	case c.face != nil && r%2 == 1:
+		db = faceQuerier{c.face} // every other reader reads through the pgx face
 	}
 	for !stop.Load() && ctx.Err() == nil {
 		si := rng.IntN(len(c.shapes))
@@ -683,7 +730,7 @@ func (c *diffClass) readLoop(ctx context.Context, r int, rng *rand.Rand, now fun
 
 // readOne reads key k of shape si under policy pi through db and records
 // the read in out.
-func (c *diffClass) readOne(ctx context.Context, db *sql.DB, inst uint8, si, k int, pi uint8, now func() int64, total *atomic.Int64, out *[]diffRead) {
+func (c *diffClass) readOne(ctx context.Context, db diffQuerier, inst uint8, si, k int, pi uint8, now func() int64, total *atomic.Int64, out *[]diffRead) {
 	sh := c.shapes[si]
 	qctx, query := diffPolicies[pi].apply(ctx, sh.query(k))
 	start := now()
@@ -732,7 +779,7 @@ func (c *diffClass) chaseLoop(ctx context.Context, r int, rng *rand.Rand, now fu
 		idle.Reset(10 * time.Millisecond)
 		select {
 		case kk := <-c.kicks:
-			c.readOne(ctx, c.db, 0, int(kk.shape), int(kk.key), c.policy(rng, int(kk.shape)), now, total, &out)
+			c.readOne(ctx, sqlQuerier{c.db}, 0, int(kk.shape), int(kk.key), c.policy(rng, int(kk.shape)), now, total, &out)
 		case <-idle.C:
 		case <-ctx.Done():
 		}
@@ -864,6 +911,11 @@ func (w *diffWriter) tx(via string, commit bool, body func(*sql.Tx) error, objs 
 // a random policy, which a transaction must ignore) and checks that it sees
 // the transaction's own write: want.
 func (w *diffWriter) txRead(tx *sql.Tx, si int, k int, col int, want int64, what string) error {
+	return w.txReadOn(sqlQuerier{tx}, si, k, col, want, what)
+}
+
+// txReadOn is txRead on a transaction of either face.
+func (w *diffWriter) txReadOn(tx diffQuerier, si int, k int, col int, want int64, what string) error {
 	sh := w.c.shapes[si]
 	pol := &diffPolicies[w.c.policy(w.rng, si)]
 	ctx, query := pol.apply(w.ctx, sh.query(k))

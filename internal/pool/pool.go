@@ -158,28 +158,43 @@ func (p *Pool) Counted() {
 // or a lent one), which the caller should reset; an open's error is
 // returned as it is. SetOpen must have been called.
 func (p *Pool) Get(ctx context.Context) (rc driver.Conn, reused bool, err error) {
-	if rc := p.TakeIdle(); rc != nil {
-		return rc, true, nil
-	}
-	if p.Lendable != nil {
-		if rc := p.Lendable(); rc != nil {
-			return rc, true, nil
-		}
-	}
-	return p.get(ctx)
+	return p.GetFrom(ctx, nil, false)
 }
 
-// get opens a connection under the cap, or waits for one.
-func (p *Pool) get(ctx context.Context) (rc driver.Conn, reused bool, err error) {
+// GetFrom is Get for a caller whose new connections open has to open (nil:
+// the pool's own way). A caller whose open borrows from a pool of its own
+// (borrows) takes neither an idle nor a lendable connection, which are the
+// scope's other ones, but borrows one of its own under the cap.
+func (p *Pool) GetFrom(ctx context.Context, open func(context.Context) (driver.Conn, error), borrows bool) (rc driver.Conn, reused bool, err error) {
+	if !borrows {
+		if rc := p.TakeIdle(); rc != nil {
+			return rc, true, nil
+		}
+		if p.Lendable != nil {
+			if rc := p.Lendable(); rc != nil {
+				return rc, true, nil
+			}
+		}
+	}
+	return p.get(ctx, open, !borrows)
+}
+
+// get opens a connection with open (nil: p.open) under the cap, or waits
+// for one (idle: or for one put back).
+func (p *Pool) get(ctx context.Context, open func(context.Context) (driver.Conn, error), idle bool) (rc driver.Conn, reused bool, err error) {
 	for {
 		p.mu.Lock()
-		if rc := p.popIdle(); rc != nil {
-			p.mu.Unlock()
-			return rc, true, nil
+		if idle {
+			if rc := p.popIdle(); rc != nil {
+				p.mu.Unlock()
+				return rc, true, nil
+			}
 		}
 		if p.Max <= 0 || p.n < p.Max {
 			p.n++
-			open := p.open
+			if open == nil {
+				open = p.open
+			}
 			p.mu.Unlock()
 			rc, err := open(ctx)
 			if err != nil {
@@ -199,7 +214,7 @@ func (p *Pool) get(ctx context.Context) (rc driver.Conn, reused bool, err error)
 		freed := p.freed
 		p.waiters++
 		p.mu.Unlock()
-		if p.Lendable != nil {
+		if p.Lendable != nil && idle {
 			if rc := p.Lendable(); rc != nil {
 				p.mu.Lock()
 				p.waiters--
