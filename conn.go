@@ -271,9 +271,10 @@ func (c *conn) Close() error {
 	c.closed = true
 	rc := c.real
 	if c.busy != nil {
-		rc = nil // the origin using it puts it away
+		rc = nil // the origin using it puts it away (giveBack: c.closed)
+	} else {
+		c.real = nil
 	}
-	c.real = nil
 	c.mu.Unlock()
 	if last {
 		c.sc.spare.CloseIdle() // the pool is gone or idle: no spare outlives it
