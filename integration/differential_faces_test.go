@@ -84,26 +84,15 @@ func openFaces(t *testing.T, c *diffClass, opts sqlflight.Options) {
 
 // faceTx is diffWriter.tx through the pgx face.
 func (w *diffWriter) faceTx(via string, commit bool, body func(pgx.Tx) error, objs ...*diffObj) {
-	start := w.now()
-	tx, err := w.c.face.Begin(w.ctx)
-	if err == nil {
-		if err = body(tx); err != nil {
-			_ = tx.Rollback(w.ctx)
-		} else if commit {
-			err = tx.Commit(w.ctx)
-		} else {
-			err = tx.Rollback(w.ctx)
+	w.runTx(via, commit, func() (func() error, func() error, func() error, error) {
+		tx, err := w.c.face.Begin(w.ctx)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-	}
-	if err != nil {
-		w.failed(start, via, err, objs...)
-		return
-	}
-	if !commit {
-		w.c.writeOps.Add(1)
-		return
-	}
-	w.done(start, via, objs...)
+		return func() error { return body(tx) },
+			func() error { return tx.Commit(w.ctx) },
+			func() error { return tx.Rollback(w.ctx) }, nil
+	}, objs...)
 }
 
 // diffFaces: the epochs workload through both faces of one Shield.

@@ -885,15 +885,28 @@ func (w *diffWriter) update(via string, o *diffObj, query string, args ...any) {
 // tx runs body in a transaction through the writers' handle, then commits
 // (objs each move to their next version) or rolls back.
 func (w *diffWriter) tx(via string, commit bool, body func(*sql.Tx) error, objs ...*diffObj) {
+	w.runTx(via, commit, func() (func() error, func() error, func() error, error) {
+		tx, err := w.wdb.BeginTx(w.ctx, nil)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return func() error { return body(tx) }, tx.Commit, tx.Rollback, nil
+	}, objs...)
+}
+
+// runTx runs a transaction that begin begins (its body, commit and
+// rollback), then commits (objs each move to their next version) or rolls
+// back.
+func (w *diffWriter) runTx(via string, commit bool, begin func() (body, commitTx, rollbackTx func() error, err error), objs ...*diffObj) {
 	start := w.now()
-	tx, err := w.wdb.BeginTx(w.ctx, nil)
+	body, commitTx, rollbackTx, err := begin()
 	if err == nil {
-		if err = body(tx); err != nil {
-			_ = tx.Rollback()
+		if err = body(); err != nil {
+			_ = rollbackTx()
 		} else if commit {
-			err = tx.Commit()
+			err = commitTx()
 		} else {
-			err = tx.Rollback()
+			err = rollbackTx()
 		}
 	}
 	if err != nil {

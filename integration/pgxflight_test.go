@@ -44,7 +44,20 @@ func openFaceConfig(t testing.TB, cfg *pgxpool.Config, sh *sqlflight.Shield) (*p
 	}
 	db := pgxflight.New(sh, pool)
 	t.Cleanup(func() {
-		db.Close()
+		// A Close still waiting for one of the pool's connections after a
+		// while fails the test instead of holding it until go test's
+		// timeout (pgxpool.Pool.Close waits for every acquired connection;
+		// a leaked one never comes back).
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			db.Close()
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the face's Close still waits after 10s: %d of its pool's connections never came back", pool.Stat().AcquiredConns())
+		}
 		_ = sh.Close()
 	})
 	return db, sh

@@ -73,36 +73,9 @@ func newSqlcEnv(t *testing.T, dsn string, sh *sqlflight.Shield) *sqlcEnv {
 	if _, err := seed.Exec(ctx, sqlcstore.Schema, pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatalf("create sqlc's tables: %v", err)
 	}
-	face := openSqlcFace(t, cfg, sh)
+	face, _ := openFaceConfig(t, cfg, sh)
 	return &sqlcEnv{ctx: ctx, schema: schema, bare: bare, face: face, sh: sh,
 		bq: sqlcstore.New(bare), fq: sqlcstore.New(face), seed: sqlcstore.New(seed)}
-}
-
-// openSqlcFace is openFaceConfig, except that a Close still waiting for
-// one of the pool's connections after a while fails the test instead of
-// holding it until go test's timeout (pgxpool.Pool.Close waits for every
-// acquired connection; a leaked one never comes back).
-func openSqlcFace(t *testing.T, cfg *pgxpool.Config, sh *sqlflight.Shield) *pgxflight.DB {
-	t.Helper()
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("pgxpool: %v", err)
-	}
-	db := pgxflight.New(sh, pool)
-	t.Cleanup(func() {
-		closed := make(chan struct{})
-		go func() {
-			defer close(closed)
-			db.Close()
-		}()
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-			t.Errorf("the face's Close still waits after 10s: %d of its pool's connections never came back", pool.Stat().AcquiredConns())
-		}
-		_ = sh.Close()
-	})
-	return db
 }
 
 // sqlcNumeric parses a numeric literal as pgtype.Numeric (its Scan).
