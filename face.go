@@ -43,7 +43,7 @@ func (c *conn) FaceQuery(ctx context.Context, query string, args []driver.NamedV
 // is to be called exactly once.
 func (c *conn) FaceExec(ctx context.Context, queries []string, args [][]driver.NamedValue, run func(ctx context.Context, rc driver.Conn) error) (done func(), err error) {
 	c.statement()
-	c.s.stats.queries.Add(1)
+	c.s.stats.queries.Add(uint64(len(queries))) // a batch's statements each count, as each is bypassed
 	fates := make([]fate, len(queries))
 	calls := make([]stmtCall, len(queries))
 	readOnly := true

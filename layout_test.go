@@ -16,7 +16,7 @@ const modulePath = "github.com/sqlflight/sqlflight"
 // testHarnesses are the internal packages that are not mechanisms but
 // harnesses driving the whole driver from a test, and so import the root.
 var testHarnesses = map[string]string{
-	"internal/pgxsuite": "runs pgx's own stdlib test suite through sqlflight (.ci/pgx-stdlib)",
+	"internal/pgxsuite": "runs pgx's own stdlib suite through sqlflight (.ci/pgx-stdlib) and its pgxpool tests through the pgx face (.ci/pgxpool-suite)",
 }
 
 // TestInternalPackagesPointDown: no package under internal/ imports the
