@@ -163,14 +163,21 @@ func SkipPostgreSQLVersionLessThan(t testing.TB, _ *sql.DB, minVersion int64) {
 func Main(m *testing.M) {
 	s := Shield()
 	code := m.Run()
-	st := s.Stats()
+	os.Exit(report(mode, mode, s.Stats(), code))
+}
+
+// report prints st, the suite's counters (label names the run), and
+// returns the suite's exit code: code, or 1 when a whole run (no -run
+// filter) never took sqlflight's sharing path (no flight; in ttl mode, no
+// cache fill), and so would have tested pgx alone.
+func report(mode, label string, st sqlflight.Stats, code int) int {
 	reasons := make([]string, 0, len(st.BypassReasons))
 	for r, n := range st.BypassReasons {
 		reasons = append(reasons, fmt.Sprintf("%s=%d", r, n))
 	}
 	sort.Strings(reasons)
 	fmt.Printf("sqlflight (%s): statements=%d bypassed=%d flights=%d followers=%d origin=%d fills=%d fresh=%d stale=%d misses=%d invalidations=%d bypass[%s]\n",
-		mode, st.Queries, st.Bypassed, st.Flights, st.Followers, st.OriginExecutions,
+		label, st.Queries, st.Bypassed, st.Flights, st.Followers, st.OriginExecutions,
 		st.Fills, st.FreshHits, st.StaleHits, st.Misses, st.Invalidations, strings.Join(reasons, " "))
 	if f := flag.Lookup("test.run"); code == 0 && f != nil && f.Value.String() == "" {
 		switch {
@@ -182,5 +189,5 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }

@@ -19,11 +19,8 @@ package pgxsuite
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,8 +153,7 @@ func PoolMain(m *testing.M) {
 		all = append(all, s.Stats())
 	}
 	pools.mu.Unlock()
-	var st sqlflight.Stats
-	bypass := make(map[string]uint64)
+	st := sqlflight.Stats{BypassReasons: make(map[string]uint64)}
 	for _, o := range all {
 		st.Queries += o.Queries
 		st.Bypassed += o.Bypassed
@@ -170,26 +166,8 @@ func PoolMain(m *testing.M) {
 		st.Misses += o.Misses
 		st.Invalidations += o.Invalidations
 		for r, n := range o.BypassReasons {
-			bypass[r] += n
+			st.BypassReasons[r] += n
 		}
 	}
-	reasons := make([]string, 0, len(bypass))
-	for r, n := range bypass {
-		reasons = append(reasons, fmt.Sprintf("%s=%d", r, n))
-	}
-	sort.Strings(reasons)
-	fmt.Printf("sqlflight (%s, %d pools): statements=%d bypassed=%d flights=%d followers=%d origin=%d fills=%d fresh=%d stale=%d misses=%d invalidations=%d bypass[%s]\n",
-		mode, len(all), st.Queries, st.Bypassed, st.Flights, st.Followers, st.OriginExecutions,
-		st.Fills, st.FreshHits, st.StaleHits, st.Misses, st.Invalidations, strings.Join(reasons, " "))
-	if f := flag.Lookup("test.run"); code == 0 && f != nil && f.Value.String() == "" {
-		switch {
-		case st.Flights == 0:
-			fmt.Println("FAIL: no statement took sqlflight's sharing path")
-			code = 1
-		case mode == "ttl" && st.Fills == 0:
-			fmt.Println("FAIL: the default TTL policy never filled the cache")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(report(mode, fmt.Sprintf("%s, %d pools", mode, len(all)), st, code))
 }
